@@ -1,0 +1,63 @@
+import { randomBytes } from 'node:crypto';
+import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase } from './database.ts';
+import { type MailSink, startMailSink } from './mail-sink.ts';
+
+// The local stack that `npm run dev` and `npm test` start: a database of the
+// project's own on the machine's PostgreSQL with the Supabase platform
+// bootstrap and our migrations, and an SMTP sink.
+
+export const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface StackOptions {
+  /** Server-level URL (any database); the stack makes its own database on it. */
+  postgresUrl?: string;
+  /** Defaults to a fresh, uniquely named database that stop() drops. */
+  databaseName?: string;
+  keepDatabase?: boolean;
+  smtpPort?: number;
+  mailApiPort?: number;
+  log?: (line: string) => void;
+}
+
+export interface Stack {
+  databaseName: string;
+  databaseUrl: string;
+  postgresUrl: string;
+  mail: MailSink;
+  stop(): Promise<void>;
+}
+
+export function uniqueDatabaseName(prefix = 'portfolio_test'): string {
+  return `${prefix}_${Date.now().toString(36)}_${randomBytes(3).toString('hex')}`;
+}
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const log = options.log ?? (() => {});
+  const postgresUrl = options.postgresUrl ?? DEFAULT_POSTGRES_URL;
+  const databaseName = options.databaseName ?? uniqueDatabaseName();
+  const keepDatabase = options.keepDatabase ?? options.databaseName !== undefined;
+  const url = databaseUrl(postgresUrl, databaseName);
+
+  try {
+    await createDatabase(postgresUrl, databaseName, { recreate: !keepDatabase });
+  } catch (error) {
+    throw new Error(`PostgreSQL at ${new URL(postgresUrl).host} is not reachable or refused to create ${databaseName}: ${(error as Error).message}`);
+  }
+  await applyPlatform(url);
+  const applied = await applyMigrations(url);
+  log(`database ${databaseName}: platform bootstrap applied, ${applied.length} new migration(s)`);
+
+  const mail = await startMailSink({ smtpPort: options.smtpPort, apiPort: options.mailApiPort });
+  log(`SMTP sink on 127.0.0.1:${mail.smtpPort}, messages at ${mail.apiUrl}/messages`);
+
+  return {
+    databaseName,
+    databaseUrl: url,
+    postgresUrl,
+    mail,
+    async stop() {
+      await mail.stop();
+      if (!keepDatabase) await dropDatabase(postgresUrl, databaseName);
+    },
+  };
+}

@@ -1,0 +1,65 @@
+// Application errors carry the HTTP status and the message the client sees.
+// The error handler (plugins/errors.ts) turns them into SPEC section 7 bodies.
+
+export type FieldErrors = Record<string, string[]>;
+
+export class AppError extends Error {
+  readonly statusCode: number;
+  readonly details?: FieldErrors;
+
+  constructor(statusCode: number, message: string, details?: FieldErrors) {
+    super(message);
+    this.statusCode = statusCode;
+    this.details = details;
+  }
+}
+
+export const badRequest = (message: string, details?: FieldErrors) => new AppError(400, message, details);
+export const validationFailed = (details: FieldErrors) => new AppError(400, 'Validation failed', details);
+export const unauthorized = (message = 'Authentication required') => new AppError(401, message);
+export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);
+export const notFound = (message = 'Resource not found') => new AppError(404, message);
+export const conflict = (message: string) => new AppError(409, message);
+export const serviceUnavailable = (message = 'Service temporarily unavailable') => new AppError(503, message);
+
+/** Maps Postgres SQLSTATE codes (never message text) to client errors. */
+export function fromPostgresError(error: unknown): AppError | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return undefined;
+  switch (code) {
+    case '23505':
+      return conflict('Resource already exists');
+    case '23503':
+      return badRequest('Referenced resource does not exist');
+    case '23514':
+    case '22P02':
+    case '22001':
+      return badRequest('Invalid value');
+    case '42501':
+      return forbidden();
+    case '57P01': // admin_shutdown: the connection was terminated
+    case '57P02':
+    case '57P03':
+    case '08000':
+    case '08003':
+    case '08006':
+    case 'CONNECTION_CLOSED':
+    case 'CONNECTION_DESTROYED':
+    case 'CONNECT_TIMEOUT':
+    case 'CONNECTION_ENDED':
+    case 'ECONNREFUSED':
+      return serviceUnavailable('Database unavailable');
+    default:
+      return undefined;
+  }
+}
+
+/** 429 with the seconds until the window resets (SPEC section 7). */
+export class RateLimitError extends AppError {
+  readonly retryAfter: number;
+
+  constructor(retryAfter: number) {
+    super(429, 'Too many requests. Please try again later.');
+    this.retryAfter = retryAfter;
+  }
+}

@@ -1,0 +1,73 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { AppError, type FieldErrors, fromPostgresError, RateLimitError } from '../lib/errors.ts';
+
+// One error handler for the whole app, producing SPEC section 7 bodies:
+// {success:false, error, statusCode, details? (400), requestId (5xx)}.
+
+type ValidationIssue = { instancePath?: string; message?: string };
+
+function detailsFrom(issues: ValidationIssue[]): FieldErrors {
+  const details: FieldErrors = {};
+  for (const issue of issues) {
+    const field = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.') || '_';
+    (details[field] ??= []).push(issue.message ?? 'Invalid value');
+  }
+  return details;
+}
+
+/** What the client sees for an error: status, message and optional details. */
+function describe(error: FastifyError | AppError | Error): { statusCode: number; message: string; details?: FieldErrors } {
+  if (error instanceof AppError) return { statusCode: error.statusCode, message: error.message, details: error.details };
+  if (hasZodFastifySchemaValidationErrors(error)) {
+    return { statusCode: 400, message: 'Validation failed', details: detailsFrom(error.validation) };
+  }
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    return { statusCode: 400, message: 'Validation failed', details: detailsFrom(fastifyError.validation) };
+  }
+  const fromDb = fromPostgresError(error);
+  if (fromDb) return { statusCode: fromDb.statusCode, message: fromDb.message };
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return { statusCode: 400, message: 'Malformed JSON in request body' };
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return { statusCode: 413, message: 'Request body too large' };
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return { statusCode: 415, message: 'Unsupported content type' };
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return { statusCode: 400, message: 'Invalid content length' };
+  }
+  const status = fastifyError.statusCode;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return { statusCode: status, message: fastifyError.message };
+  }
+  return { statusCode: 500, message: 'Internal server error' };
+}
+
+export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
+  const { statusCode, message, details } = describe(error);
+  // request.log keeps the request id on the line.
+  if (statusCode >= 500) request.log.error({ err: error }, 'request failed');
+  else request.log.warn({ statusCode, error: message }, 'request refused');
+  return reply.status(statusCode).send({
+    success: false,
+    error: message,
+    statusCode,
+    ...(details ? { details } : {}),
+    ...(error instanceof RateLimitError ? { retryAfter: error.retryAfter } : {}),
+    ...(statusCode >= 500 ? { requestId: request.id } : {}),
+  });
+}
+
+export default fp(
+  async function errorsPlugin(app: FastifyInstance) {
+    app.setErrorHandler(errorHandler);
+    app.setNotFoundHandler(async (request, reply) =>
+      reply.status(404).send({ success: false, error: `Route ${request.method} ${request.url.split('?')[0]} not found`, statusCode: 404 }),
+    );
+  },
+  { name: 'errors' },
+);

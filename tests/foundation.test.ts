@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildTestApp } from './support/app.ts';
+
+const FRONTEND = 'http://localhost:5173';
+
+describe('app foundation', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp({ CORS_ORIGIN: FRONTEND });
+  });
+  afterAll(async () => app.close());
+
+  it('GET /health answers ok with an ISO timestamp', async () => {
+    const response = await app.inject({ method: 'GET', url: '/health' });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body).toMatchObject({ success: true, status: 'ok' });
+    expect(new Date(body.timestamp).toISOString()).toBe(body.timestamp);
+  });
+
+  it('unknown routes get a 404 in the envelope', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/nothing-here?x=1' });
+    expect(response.statusCode).toBe(404);
+    expect(response.json()).toEqual({ success: false, error: 'Route GET /api/nothing-here not found', statusCode: 404 });
+  });
+
+  it('malformed JSON is a 400 in the envelope, never a 500', async () => {
+    const response = await app.inject({
+      method: 'POST',
+      url: '/api/anything',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"name": ',
+    });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({ success: false, error: 'Malformed JSON in request body', statusCode: 400 });
+  });
+
+  it('returns the caller request id, or makes one', async () => {
+    const given = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': 'abc-123.def' } });
+    expect(given.headers['x-request-id']).toBe('abc-123.def');
+    const made = await app.inject({ method: 'GET', url: '/health' });
+    expect(made.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    const unsafe = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': 'bad id\nforged log line' } });
+    expect(unsafe.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it('sends helmet security headers', async () => {
+    const response = await app.inject({ method: 'GET', url: '/health' });
+    expect(response.headers['x-content-type-options']).toBe('nosniff');
+    expect(response.headers['x-frame-options']).toBe('SAMEORIGIN');
+    expect(response.headers['content-security-policy']).toContain("default-src 'self'");
+    expect(response.headers['x-powered-by']).toBeUndefined();
+  });
+
+  it('allows CORS for the configured origin with credentials', async () => {
+    const preflight = await app.inject({
+      method: 'OPTIONS',
+      url: '/health',
+      headers: { origin: FRONTEND, 'access-control-request-method': 'POST' },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe(FRONTEND);
+    expect(preflight.headers['access-control-allow-credentials']).toBe('true');
+    const simple = await app.inject({ method: 'GET', url: '/health', headers: { origin: FRONTEND } });
+    expect(simple.headers['access-control-allow-origin']).toBe(FRONTEND);
+  });
+
+  it('gives any other origin no CORS headers', async () => {
+    for (const origin of ['https://evil.example', 'http://localhost:5174', 'null']) {
+      const response = await app.inject({ method: 'GET', url: '/health', headers: { origin } });
+      expect(response.headers['access-control-allow-origin']).toBeUndefined();
+      expect(response.headers['access-control-allow-credentials']).toBeUndefined();
+    }
+  });
+
+  it('serves an OpenAPI 3.1 document and Swagger UI at /docs', async () => {
+    const spec = await app.inject({ method: 'GET', url: '/docs/json' });
+    expect(spec.statusCode).toBe(200);
+    expect(spec.json().openapi).toBe('3.1.0');
+    expect(Object.keys(spec.json().paths)).toContain('/health');
+    const ui = await app.inject({ method: 'GET', url: '/docs/' });
+    expect(ui.statusCode).toBe(200);
+    expect(ui.headers['content-type']).toContain('text/html');
+  });
+});
+
+describe('health with the database unreachable', () => {
+  it('answers 503 with status error', async () => {
+    // Nothing listens on port 1: every connection is refused.
+    const app = await buildTestApp({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    try {
+      const response = await app.inject({ method: 'GET', url: '/health' });
+      expect(response.statusCode).toBe(503);
+      expect(response.json()).toMatchObject({ success: false, status: 'error', statusCode: 503 });
+    } finally {
+      await app.close();
+    }
+  });
+});

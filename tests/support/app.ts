@@ -1,0 +1,33 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { inject } from 'vitest';
+import { buildApp } from '../../src/app.ts';
+import { type Config, type ConfigInput, parseConfig } from '../../src/config.ts';
+
+export const TEST_JWT_SECRET = 'test-jwt-secret-that-is-long-enough-for-hs256-0123456789';
+export const TEST_ADMIN_JWT_SECRET = 'test-admin-jwt-secret-long-enough-for-hs256-9876543210';
+
+/** Config for a test app against this run's stack; limits are high unless a test lowers them. */
+export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>> = {}): Config {
+  const stack = inject('stack');
+  return parseConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: stack.databaseUrl,
+    SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
+    ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
+    RATE_LIMIT_AUTH_PER_MIN: '10000',
+    RATE_LIMIT_RESET_PER_MIN: '10000',
+    RATE_LIMIT_FEEDBACK_PER_15MIN: '10000',
+    RATE_LIMIT_GENERAL_PER_15MIN: '10000',
+    ...overrides,
+  });
+}
+
+/** Builds the app (never the process) with its own Redis key namespace. */
+export async function buildTestApp(overrides: Parameters<typeof testConfig>[0] = {}): Promise<FastifyInstance> {
+  return buildApp({
+    config: testConfig(overrides),
+    rateLimit: { redisNamespace: `test-rate-limit:${randomBytes(6).toString('hex')}:` },
+  });
+}
