@@ -1,8 +1,10 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
+import fp from 'fastify-plugin';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
 import { loggerOptions } from './logger.ts';
 import healthRoutes from './modules/health/routes.ts';
+import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
 import errorsPlugin from './plugins/errors.ts';
 import openApiPlugin from './plugins/openapi.ts';
@@ -34,7 +36,7 @@ export function serverOptions(config: Config, logger: FastifyServerOptions['logg
  * The whole application as one plugin. Load order: cross-cutting plugins
  * (errors first, so every later failure has the SPEC envelope), then routes.
  */
-export default async function app(fastify: FastifyInstance, { config, rateLimit }: AppOptions) {
+async function app(fastify: FastifyInstance, { config, rateLimit }: AppOptions) {
   fastify.setValidatorCompiler(validatorCompiler);
   fastify.setSerializerCompiler(serializerCompiler);
 
@@ -42,16 +44,25 @@ export default async function app(fastify: FastifyInstance, { config, rateLimit 
   await fastify.register(requestLogPlugin);
   await fastify.register(securityPlugin, { config });
   await fastify.register(dbPlugin, { config });
+  await fastify.register(authPlugin, { config });
   await fastify.register(rateLimitPlugin, { config, ...rateLimit });
   await fastify.register(openApiPlugin, { version: VERSION });
 
   await fastify.register(healthRoutes);
 }
 
+// Not encapsulated, so the process (server.ts) and tests see its decorators.
+const appPlugin = fp(app, { name: 'portfolio-backend' });
+export default appPlugin;
+
 /** Builds a ready app from a config object; tests use this, never the process. */
-export async function buildApp(options: AppOptions, logger?: FastifyServerOptions['logger']): Promise<FastifyInstance> {
+export async function buildApp(
+  options: AppOptions,
+  { logger, extend }: { logger?: FastifyServerOptions['logger']; extend?: (app: FastifyInstance) => Promise<void> } = {},
+): Promise<FastifyInstance> {
   const fastify = Fastify(serverOptions(options.config, logger));
-  await fastify.register(app, options);
+  await fastify.register(appPlugin, options);
+  if (extend) await fastify.register(extend);
   await fastify.ready();
   return fastify;
 }

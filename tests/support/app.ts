@@ -24,10 +24,16 @@ export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>>
   });
 }
 
-/** Builds the app (never the process) with its own Redis key namespace. */
-export async function buildTestApp(overrides: Parameters<typeof testConfig>[0] = {}): Promise<FastifyInstance> {
-  return buildApp({
-    config: testConfig(overrides),
-    rateLimit: { redisNamespace: `test-rate-limit:${randomBytes(6).toString('hex')}:` },
-  });
+/**
+ * Builds the app (never the process) with its own Redis key namespace.
+ * `extend` registers extra routes, for tests of cross-cutting plugins.
+ */
+export async function buildTestApp(
+  overrides: Parameters<typeof testConfig>[0] = {},
+  extend?: (app: FastifyInstance) => Promise<void>,
+): Promise<FastifyInstance> {
+  return buildApp(
+    { config: testConfig(overrides), rateLimit: { redisNamespace: `test-rate-limit:${randomBytes(6).toString('hex')}:` } },
+    { extend },
+  );
 }

@@ -1,0 +1,136 @@
+import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Config } from '../config.ts';
+import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
+import { createTokenVerifier, InvalidTokenError, type SupabaseClaims } from '../lib/tokens.ts';
+import type { DbActor } from './db.ts';
+
+// One auth context per request. Guards refuse early: 401 for who-are-you,
+// 403 for not-allowed; row-level security then decides again in Postgres.
+
+export const APP_ROLES = ['admin', 'editor', 'viewer'] as const;
+export type AppRole = (typeof APP_ROLES)[number];
+
+export type Caller =
+  | { kind: 'user'; userId: string; email?: string; sessionId?: string; roles: AppRole[]; claims: SupabaseClaims }
+  | { kind: 'legacy-admin'; userId: string; roles: ['admin'] };
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller | null;
+  }
+  interface FastifyInstance {
+    /** Any signed-in user (a Supabase session); the legacy admin token is not a user. */
+    requireUser: onRequestHookHandler;
+    /** A signed-in user holding one of `roles`, or, where `roles` has admin, the legacy admin token. */
+    requireRole(...roles: AppRole[]): onRequestHookHandler;
+    /** Forgets a cached session at once (this instance signed it out). */
+    forgetSession(sessionId: string): void;
+  }
+}
+
+/** The database role and claims a caller's queries run under. */
+export function actorFor(caller: Caller | null): DbActor {
+  if (!caller) return { role: 'anon' };
+  // The legacy token is a server-issued admin credential with no auth.users
+  // session behind it, so its requests use the service role.
+  if (caller.kind === 'legacy-admin') return { role: 'service_role' };
+  return { role: 'authenticated', claims: caller.claims };
+}
+
+export function bearerToken(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  if (typeof header !== 'string') return undefined;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match?.[1];
+}
+
+export interface AuthPluginOptions {
+  config: Config;
+  /** How long a session found alive is trusted before asking the database again. */
+  sessionCacheMs?: number;
+}
+
+export default fp<AuthPluginOptions>(
+  async function authPlugin(app: FastifyInstance, { config, sessionCacheMs = 5_000 }) {
+    const verify = createTokenVerifier({
+      jwtSecret: config.SUPABASE_JWT_SECRET,
+      supabaseUrl: config.SUPABASE_URL,
+      adminJwtSecret: config.ADMIN_JWT_SECRET,
+    });
+    const aliveUntil = new Map<string, number>();
+
+    app.decorateRequest('caller', null);
+    app.decorate('forgetSession', (sessionId: string) => void aliveUntil.delete(sessionId));
+
+    /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
+    async function sessionState(userId: string, sessionId: string | undefined) {
+      const cached = sessionId !== undefined && (aliveUntil.get(sessionId) ?? 0) > Date.now();
+      const [row] = await app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
+        select
+          ${cached || sessionId === undefined}::boolean or exists (
+            select 1 from auth.sessions
+             where id = ${sessionId ?? null}::uuid and user_id = ${userId}::uuid
+               and (not_after is null or not_after > now())
+          ) as active,
+          coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`;
+      if (row.active && sessionId && !cached) aliveUntil.set(sessionId, Date.now() + sessionCacheMs);
+      return row;
+    }
+
+    async function authenticate(request: FastifyRequest): Promise<Caller> {
+      if (request.caller) return request.caller;
+      const token = bearerToken(request);
+      if (!token) throw unauthorized();
+      let verified;
+      try {
+        verified = await verify(token);
+      } catch (error) {
+        if (error instanceof InvalidTokenError) {
+          request.log.debug({ reason: error.message }, 'token refused');
+          throw unauthorized();
+        }
+        throw error;
+      }
+      if (verified.kind === 'legacy-admin') {
+        request.caller = { kind: 'legacy-admin', userId: verified.claims.userId, roles: ['admin'] };
+        return request.caller;
+      }
+      const { claims } = verified;
+      let state;
+      try {
+        state = await sessionState(claims.sub, claims.session_id);
+      } catch (error) {
+        request.log.error({ err: error }, 'session lookup failed');
+        throw serviceUnavailable('Authentication service unavailable');
+      }
+      if (!state.active) throw unauthorized();
+      request.caller = {
+        kind: 'user',
+        userId: claims.sub,
+        email: claims.email,
+        sessionId: claims.session_id,
+        roles: state.roles,
+        claims,
+      };
+      return request.caller;
+    }
+
+    app.decorate('requireUser', async function requireUser(request: FastifyRequest) {
+      const caller = await authenticate(request);
+      if (caller.kind !== 'user') throw unauthorized();
+    });
+
+    app.decorate('requireRole', (...roles: AppRole[]) =>
+      async function requireRole(request: FastifyRequest) {
+        const caller = await authenticate(request);
+        if (caller.kind === 'legacy-admin') {
+          if (roles.includes('admin')) return;
+          throw unauthorized();
+        }
+        if (!caller.roles.some((role) => roles.includes(role))) throw forbidden();
+      },
+    );
+  },
+  { name: 'auth', dependencies: ['db'] },
+);

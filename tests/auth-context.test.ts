@@ -1,0 +1,87 @@
+import type { FastifyInstance } from 'fastify';
+import { SignJWT, UnsecuredJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+
+// The auth context refuses every token it cannot trust before any handler
+// runs. Guards are exercised on stand-in routes; feature modules test their
+// own routes.
+
+const encoder = new TextEncoder();
+
+async function routes(app: FastifyInstance) {
+  app.get('/t/admin', { onRequest: app.requireRole('admin') }, async (request) => ({ success: true, data: request.caller }));
+  app.get('/t/viewer', { onRequest: app.requireRole('viewer', 'editor', 'admin') }, async () => ({ success: true }));
+  app.get('/t/user', { onRequest: app.requireUser }, async () => ({ success: true }));
+}
+
+function supabaseToken(claims: Record<string, unknown>, secret = TEST_JWT_SECRET, expiresIn: string | number = '1h') {
+  return new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: crypto.randomUUID(), ...claims })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(String(claims.sub ?? crypto.randomUUID()))
+    .setIssuedAt()
+    .setExpirationTime(expiresIn)
+    .sign(encoder.encode(secret));
+}
+
+describe('auth context', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp({}, routes);
+  });
+  afterAll(async () => app.close());
+
+  const get = (url: string, token?: string) =>
+    app.inject({ method: 'GET', url, headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
+
+  it('no token, garbage, or a non-Bearer scheme → 401 Authentication required', async () => {
+    for (const response of [
+      await get('/t/admin'),
+      await get('/t/admin', 'not-a-jwt'),
+      await get('/t/admin', 'a.b.c'),
+      await app.inject({ method: 'GET', url: '/t/admin', headers: { authorization: 'Basic dXNlcjpwYXNz' } }),
+    ]) {
+      expect(response.statusCode).toBe(401);
+      expect(response.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+    }
+  });
+
+  it('refuses forged Supabase tokens: wrong secret, alg none, expired, another audience', async () => {
+    const userId = crypto.randomUUID();
+    const forged = [
+      await supabaseToken({ sub: userId }, 'some-other-projects-secret-0123456789abcdef'),
+      new UnsecuredJWT({ sub: userId, role: 'authenticated', aud: 'authenticated' }).setExpirationTime('1h').encode(),
+      await supabaseToken({ sub: userId }, TEST_JWT_SECRET, Math.floor(Date.now() / 1000) - 3600),
+      await supabaseToken({ sub: userId, aud: 'another-project' }),
+    ];
+    for (const token of forged) {
+      expect((await get('/t/viewer', token)).statusCode).toBe(401);
+      expect((await get('/t/user', token)).statusCode).toBe(401);
+    }
+  });
+
+  it('accepts the legacy admin token on admin routes only', async () => {
+    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops-user-1');
+    const admin = await get('/t/admin', token);
+    expect(admin.statusCode).toBe(200);
+    expect(admin.json().data).toEqual({ kind: 'legacy-admin', userId: 'ops-user-1', roles: ['admin'] });
+    expect((await get('/t/viewer', token)).statusCode).toBe(200);
+    // It is not a user session.
+    expect((await get('/t/user', token)).statusCode).toBe(401);
+  });
+
+  it('refuses legacy tokens with admin false, a wrong secret, or past their 24 h', async () => {
+    const sign = (claims: Record<string, unknown>, secret = TEST_ADMIN_JWT_SECRET, exp: string | number = '24h') =>
+      new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(exp).sign(encoder.encode(secret));
+    const refused = [
+      await sign({ admin: false, userId: 'u1' }),
+      await sign({ admin: 'true', userId: 'u1' }),
+      await sign({ admin: true }),
+      await sign({ admin: true, userId: 'u1' }, 'not-the-admin-secret-0123456789abcdef'),
+      await sign({ admin: true, userId: 'u1' }, TEST_ADMIN_JWT_SECRET, Math.floor(Date.now() / 1000) - 60),
+      new UnsecuredJWT({ admin: true, userId: 'u1' }).setExpirationTime('1h').encode(),
+    ];
+    for (const token of refused) expect((await get('/t/admin', token)).statusCode).toBe(401);
+  });
+});

@@ -1,0 +1,110 @@
+import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inRateLimitGroup } from '../src/plugins/rate-limit.ts';
+import { buildTestApp } from './support/app.ts';
+
+// SPEC section 8 limits, with the counters in memory and in Redis. Real
+// routes join their groups in their own modules; these tests give the
+// groups stand-in routes so the limiter itself is measured.
+
+const REDIS_URL = 'redis://127.0.0.1:6379';
+
+async function groupRoutes(app: FastifyInstance) {
+  app.post('/t/signup', inRateLimitGroup(app, 'auth'), async () => ({ success: true }));
+  app.post('/t/signin', inRateLimitGroup(app, 'auth'), async () => ({ success: true }));
+  app.post('/t/reset', inRateLimitGroup(app, 'passwordReset'), async () => ({ success: true }));
+  app.get('/t/general', async () => ({ success: true }));
+}
+
+const limits = {
+  RATE_LIMIT_AUTH_PER_MIN: '10',
+  RATE_LIMIT_RESET_PER_MIN: '5',
+  RATE_LIMIT_GENERAL_PER_15MIN: '100',
+};
+
+for (const store of ['memory', 'redis'] as const) {
+  describe(`rate limits with counters in ${store}`, () => {
+    let app: FastifyInstance;
+    beforeAll(async () => {
+      if (store === 'redis') {
+        // Fail loudly, not skip, when Redis is not there.
+        const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0 });
+        await probe.connect();
+        expect(await probe.ping()).toBe('PONG');
+        await probe.quit();
+      }
+      app = await buildTestApp({ ...limits, ...(store === 'redis' ? { REDIS_URL } : {}) }, groupRoutes);
+    });
+    afterAll(async () => app?.close());
+
+    it('sign up and sign in share one budget of 10 per minute per IP', async () => {
+      const ip = '203.0.113.10';
+      for (let i = 0; i < 10; i += 1) {
+        const url = i % 2 === 0 ? '/t/signup' : '/t/signin';
+        const response = await app.inject({ method: 'POST', url, remoteAddress: ip });
+        expect(response.statusCode, `request ${i + 1}`).toBe(200);
+      }
+      const refused = await app.inject({ method: 'POST', url: '/t/signin', remoteAddress: ip });
+      expect(refused.statusCode).toBe(429);
+      const body = refused.json();
+      expect(body).toEqual({
+        success: false,
+        error: 'Too many requests. Please try again later.',
+        statusCode: 429,
+        retryAfter: expect.any(Number),
+      });
+      expect(body.retryAfter).toBeGreaterThan(0);
+      expect(body.retryAfter).toBeLessThanOrEqual(60);
+      expect(refused.headers['retry-after']).toBe(String(body.retryAfter));
+      // Another IP has its own budget.
+      const other = await app.inject({ method: 'POST', url: '/t/signup', remoteAddress: '203.0.113.11' });
+      expect(other.statusCode).toBe(200);
+    });
+
+    it('password reset allows 5 per minute per IP, apart from the auth budget', async () => {
+      const ip = '203.0.113.20';
+      for (let i = 0; i < 5; i += 1) {
+        expect((await app.inject({ method: 'POST', url: '/t/reset', remoteAddress: ip })).statusCode).toBe(200);
+      }
+      expect((await app.inject({ method: 'POST', url: '/t/reset', remoteAddress: ip })).statusCode).toBe(429);
+      expect((await app.inject({ method: 'POST', url: '/t/signup', remoteAddress: ip })).statusCode).toBe(200);
+    });
+
+    it('every other route has the general budget of 100 per 15 minutes; /health is exempt', async () => {
+      const ip = '203.0.113.30';
+      for (let i = 0; i < 100; i += 1) {
+        expect((await app.inject({ method: 'GET', url: '/t/general', remoteAddress: ip })).statusCode).toBe(200);
+      }
+      const refused = await app.inject({ method: 'GET', url: '/t/general', remoteAddress: ip });
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json().retryAfter).toBeGreaterThan(14 * 60);
+      expect(refused.json().retryAfter).toBeLessThanOrEqual(15 * 60);
+      for (let i = 0; i < 5; i += 1) {
+        expect((await app.inject({ method: 'GET', url: '/health', remoteAddress: ip })).statusCode).toBe(200);
+      }
+    });
+  });
+}
+
+describe('rate-limit counters in Redis are shared between instances', () => {
+  it('two apps on one Redis namespace draw on one budget', async () => {
+    const namespace = { RATE_LIMIT_AUTH_PER_MIN: '3', REDIS_URL };
+    const { buildApp } = await import('../src/app.ts');
+    const { testConfig } = await import('./support/app.ts');
+    const shared = { redisNamespace: `test-shared-${Date.now()}:` };
+    const first = await buildApp({ config: testConfig(namespace), rateLimit: shared }, { extend: groupRoutes });
+    const second = await buildApp({ config: testConfig(namespace), rateLimit: shared }, { extend: groupRoutes });
+    try {
+      const ip = '203.0.113.40';
+      const codes = [];
+      for (const app of [first, second, first, second]) {
+        codes.push((await app.inject({ method: 'POST', url: '/t/signin', remoteAddress: ip })).statusCode);
+      }
+      expect(codes).toEqual([200, 200, 200, 429]);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+});

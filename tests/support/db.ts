@@ -1,0 +1,58 @@
+import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import { inject } from 'vitest';
+
+// Direct database access for tests: a superuser connection to this run's
+// database, users created the way the auth server stores them, and queries
+// run as a given user (role `authenticated` with their claims), as basejump's
+// database tests do.
+
+export function testSql(): postgres.Sql {
+  return postgres(inject('stack').databaseUrl, { max: 4, onnotice: () => {} });
+}
+
+export function uniqueEmail(label = 'user'): string {
+  return `${label}-${randomUUID().slice(0, 8)}@example.test`;
+}
+
+export interface TestUser {
+  id: string;
+  email: string;
+  name: string;
+}
+
+/** Inserts an auth.users row as the auth server's own role would. */
+export async function createAuthUser(sql: postgres.Sql, { email = uniqueEmail(), name = 'Test User' } = {}): Promise<TestUser> {
+  const id = randomUUID();
+  await sql.begin(async (tx) => {
+    await tx`set local role supabase_auth_admin`;
+    await tx`
+      insert into auth.users (instance_id, id, aud, role, email, raw_user_meta_data, raw_app_meta_data, created_at, updated_at)
+      values ('00000000-0000-0000-0000-000000000000', ${id}, 'authenticated', 'authenticated', ${email},
+              ${sql.json({ name })}, ${sql.json({ provider: 'email' })}, now(), now())`;
+  });
+  return { id, email, name };
+}
+
+export async function grantRole(sql: postgres.Sql, userId: string, role: 'admin' | 'editor' | 'viewer'): Promise<void> {
+  await sql`insert into public.user_roles (user_id, role) values (${userId}, ${role}) on conflict do nothing`;
+}
+
+/** Runs `work` as `userId` under row-level security, rolled back afterwards. */
+export async function asUser<T>(sql: postgres.Sql, userId: string | null, work: (tx: postgres.TransactionSql) => Promise<T>): Promise<T> {
+  const role = userId ? 'authenticated' : 'anon';
+  const claims = JSON.stringify(userId ? { sub: userId, role, aud: 'authenticated' } : { role });
+  let result: T | undefined;
+  await sql
+    .begin(async (tx) => {
+      await tx`select set_config('role', ${role}, true), set_config('request.jwt.claims', ${claims}, true)`;
+      result = await work(tx);
+      throw new Rollback();
+    })
+    .catch((error) => {
+      if (!(error instanceof Rollback)) throw error;
+    });
+  return result as T;
+}
+
+class Rollback extends Error {}
