@@ -1,0 +1,26 @@
+import postgres from 'postgres';
+
+// `npm run grant-role -- <email> <role>`: assigns admin, editor or viewer to
+// an existing account. This is how the first admin is made.
+
+const [email, role] = process.argv.slice(2);
+const ROLES = ['admin', 'editor', 'viewer'];
+if (!email || !role || !ROLES.includes(role)) {
+  console.error(`usage: npm run grant-role -- <email> <${ROLES.join('|')}>`);
+  process.exit(2);
+}
+const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
+const sql = postgres(url, { max: 1, onnotice: () => {} });
+try {
+  const [profile] = await sql`select id from public.profiles where lower(email) = lower(${email})`;
+  if (!profile) {
+    console.error(`No user with e-mail ${email} in ${new URL(url).pathname.slice(1)}.`);
+    process.exitCode = 1;
+  } else {
+    await sql`insert into public.user_roles (user_id, role) values (${profile.id}, ${role}::public.app_role) on conflict do nothing`;
+    const roles = await sql`select role from public.user_roles where user_id = ${profile.id} order by role`;
+    console.log(`${email} (${profile.id}) now has: ${roles.map((row) => row.role).join(', ')}`);
+  }
+} finally {
+  await sql.end();
+}
