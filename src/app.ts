@@ -3,6 +3,9 @@ import fp from 'fastify-plugin';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
 import { loggerOptions } from './logger.ts';
+import authRoutes from './modules/auth/routes.ts';
+import feedbackOutboxPlugin from './modules/feedback/outbox-worker.ts';
+import feedbackRoutes from './modules/feedback/routes.ts';
 import healthRoutes from './modules/health/routes.ts';
 import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
@@ -11,6 +14,7 @@ import openApiPlugin from './plugins/openapi.ts';
 import rateLimitPlugin, { type RateLimitOptions } from './plugins/rate-limit.ts';
 import requestLogPlugin, { requestIdFor } from './plugins/request-log.ts';
 import securityPlugin from './plugins/security.ts';
+import supabasePlugin from './plugins/supabase.ts';
 
 export const VERSION = '0.1.0';
 
@@ -45,10 +49,14 @@ async function app(fastify: FastifyInstance, { config, rateLimit }: AppOptions) 
   await fastify.register(securityPlugin, { config });
   await fastify.register(dbPlugin, { config });
   await fastify.register(authPlugin, { config });
+  await fastify.register(supabasePlugin, { config });
   await fastify.register(rateLimitPlugin, { config, ...rateLimit });
   await fastify.register(openApiPlugin, { version: VERSION });
 
   await fastify.register(healthRoutes);
+  await fastify.register(feedbackOutboxPlugin, { config });
+  await fastify.register(feedbackRoutes, { config });
+  await fastify.register(authRoutes, { prefix: '/api/auth', config });
 }
 
 // Not encapsulated, so the process (server.ts) and tests see its decorators.

@@ -20,6 +20,8 @@ declare module 'fastify' {
     caller: Caller | null;
   }
   interface FastifyInstance {
+    /** Resolves the caller from the Bearer token, or throws 401 (503 when sessions cannot be checked). */
+    authenticate(request: FastifyRequest): Promise<Caller>;
     /** Any signed-in user (a Supabase session); the legacy admin token is not a user. */
     requireUser: onRequestHookHandler;
     /** A signed-in user holding one of `roles`, or, where `roles` has admin, the legacy admin token. */
@@ -115,6 +117,8 @@ export default fp<AuthPluginOptions>(
       };
       return request.caller;
     }
+
+    app.decorate('authenticate', authenticate);
 
     app.decorate('requireUser', async function requireUser(request: FastifyRequest) {
       const caller = await authenticate(request);

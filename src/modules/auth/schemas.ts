@@ -1,0 +1,72 @@
+import { z } from 'zod';
+
+// Request and response shapes of /api/auth (SPEC section 4). Some SPEC
+// errors carry their own message instead of `Validation failed` (sign in
+// without e-mail or password, reset without e-mail): those fields are
+// optional here and the service answers for them.
+
+const requiredString = (label: string) =>
+  z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) });
+
+export const EmailSchema = requiredString('Email').trim().toLowerCase().pipe(z.email({ error: 'Invalid email format' }).max(254));
+export const PasswordSchema = requiredString('Password')
+  .min(6, { error: 'Password must be at least 6 characters' })
+  // bcrypt, which the auth server uses, reads at most 72 bytes.
+  .refine((value) => Buffer.byteLength(value) <= 72, { error: 'Password must be at most 72 bytes' });
+export const NameSchema = requiredString('Name')
+  .trim()
+  .min(2, { error: 'Name must be at least 2 characters' })
+  .max(100, { error: 'Name must be at most 100 characters' });
+
+export const SignUpBodySchema = z.object({ email: EmailSchema, password: PasswordSchema, name: NameSchema });
+export const SignInBodySchema = z.object({ email: z.string().max(254).optional(), password: z.string().max(1024).optional() });
+export const RefreshBodySchema = z.object({ refreshToken: requiredString('Refresh token').min(1).max(4096) });
+export const ResetPasswordBodySchema = z.object({ email: z.string().max(254).optional() });
+export const UpdatePasswordBodySchema = z.object({ token: z.string().max(4096).optional(), newPassword: z.string().max(1024).optional() });
+export const LinkBodySchema = z.object({
+  provider: requiredString('Provider').min(1).max(64),
+  token: requiredString('Token').min(1).max(16_384),
+});
+
+export const SessionSchema = z.object({
+  accessToken: z.string(),
+  refreshToken: z.string(),
+  expiresIn: z.number().int(),
+  tokenType: z.string(),
+});
+
+const timestamp = z.string().nullable();
+
+export const SignUpResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({
+    user: z.object({ id: z.uuid(), email: z.string(), name: z.string(), createdAt: timestamp }),
+    session: SessionSchema.nullable(),
+  }),
+});
+
+export const SignInResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({
+    user: z.object({ id: z.uuid(), email: z.string(), name: z.string(), lastLogin: timestamp }),
+    session: SessionSchema,
+  }),
+});
+
+export const RefreshResponseSchema = z.object({ success: z.literal(true), message: z.string(), data: z.object({ session: SessionSchema }) });
+export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });
+export const MeResponseSchema = z.object({
+  success: z.literal(true),
+  data: z.object({
+    id: z.uuid(),
+    email: z.string(),
+    name: z.string(),
+    createdAt: timestamp,
+    lastLogin: timestamp,
+    roles: z.array(z.string()),
+  }),
+});
+
+export type Session = z.infer<typeof SessionSchema>;

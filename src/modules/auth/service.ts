@@ -1,0 +1,164 @@
+import type { Session as SupabaseSession, User as SupabaseUser } from '@supabase/supabase-js';
+import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
+import type { Caller } from '../../plugins/auth.ts';
+import type { Database } from '../../plugins/db.ts';
+import { actorFor } from '../../plugins/auth.ts';
+import { authUnavailable, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import type { Session } from './schemas.ts';
+
+// Accounts are Supabase Auth's: every operation here is delegated to it
+// through supabase-js; we only shape the answers the SPEC asks for and read
+// the mirrored profile.
+
+type AuthFailure = { code?: string; status?: number; message?: string };
+
+export interface AuthServiceDeps {
+  supabase: SupabaseAuth;
+  db: Database;
+  /** Where the reset link in the e-mail points (the front end). */
+  resetRedirectUrl: string;
+  linkProviders: readonly string[];
+  forgetSession(sessionId: string): void;
+}
+
+function toSession(session: SupabaseSession): Session {
+  return {
+    accessToken: session.access_token,
+    refreshToken: session.refresh_token,
+    expiresIn: session.expires_in,
+    tokenType: session.token_type,
+  };
+}
+
+function displayName(user: SupabaseUser): string {
+  const name = user.user_metadata?.name;
+  return typeof name === 'string' && name.trim() ? name.trim() : (user.email ?? '').split('@')[0];
+}
+
+/** Turns an auth server failure into our error: 503 when it is down, else `fallback`. */
+function fail(error: unknown, fallback: AppError, byCode: Record<string, AppError> = {}): never {
+  if (isAuthServerDown(error)) throw authUnavailable();
+  const { code, status } = (error ?? {}) as AuthFailure;
+  if (code && byCode[code]) throw byCode[code];
+  if (status === 429 || code?.startsWith('over_')) throw new RateLimitError(60);
+  throw fallback;
+}
+
+export function createAuthService(deps: AuthServiceDeps) {
+  const { supabase, db } = deps;
+
+  return {
+    async signUp(ip: string, input: { email: string; password: string; name: string }) {
+      const { data, error } = await supabase.forRequest(ip).auth.signUp({
+        email: input.email,
+        password: input.password,
+        options: { data: { name: input.name } },
+      });
+      if (error || !data.user) {
+        const duplicate = conflict('User with this email already exists');
+        fail(error, new AppError(500, 'Failed to register user'), {
+          user_already_exists: duplicate,
+          email_exists: duplicate,
+          weak_password: badRequest('Validation failed', { password: [error?.message ?? 'Password is too weak'] }),
+        });
+      }
+      // With e-mail confirmation on, the auth server answers a known address
+      // with an unconfirmed look-alike and no identities; say so as a conflict.
+      if (data.user.identities && data.user.identities.length === 0) throw conflict('User with this email already exists');
+      return {
+        user: { id: data.user.id, email: data.user.email ?? input.email, name: input.name, createdAt: data.user.created_at ?? null },
+        session: data.session ? toSession(data.session) : null,
+      };
+    },
+
+    async signIn(ip: string, email: string, password: string) {
+      const { data, error } = await supabase.forRequest(ip).auth.signInWithPassword({ email: email.trim().toLowerCase(), password });
+      if (error || !data.session) {
+        fail(error, unauthorized('Invalid email or password'));
+      }
+      return {
+        user: {
+          id: data.user.id,
+          email: data.user.email ?? email,
+          name: displayName(data.user),
+          lastLogin: data.user.last_sign_in_at ?? null,
+        },
+        session: toSession(data.session),
+      };
+    },
+
+    async refresh(ip: string, refreshToken: string) {
+      const { data, error } = await withinDeadline(
+        supabase.forRequest(ip).auth.refreshSession({ refresh_token: refreshToken }),
+        supabase.timeoutMs,
+      );
+      if (error || !data.session) fail(error, unauthorized('Invalid or expired refresh token'));
+      return toSession(data.session);
+    },
+
+    /** Ends the caller's session at the auth server; its tokens stop working at once here. */
+    async signOut(ip: string, accessToken: string, sessionId: string | undefined) {
+      const { error } = await supabase.forRequest(ip).auth.admin.signOut(accessToken, 'local');
+      if (sessionId) deps.forgetSession(sessionId);
+      if (error) fail(error, unauthorized('No active session'));
+    },
+
+    async requestPasswordReset(ip: string, email: string) {
+      // A named elevated read: the caller is anonymous and profiles are private.
+      const [known] = await db.sql`select 1 from public.profiles where lower(email) = lower(${email}) limit 1`;
+      if (!known) throw notFound('No user found with this email');
+      const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
+      if (error) fail(error, new AppError(500, 'Failed to send password reset e-mail'));
+    },
+
+    /** Sets a new password with the reset token from the e-mail, then ends every session of the user. */
+    async updatePassword(ip: string, token: string, newPassword: string) {
+      const client = supabase.forRequest(ip);
+      const invalid = badRequest('Invalid or expired reset token');
+      const verified = await client.auth.verifyOtp({ token_hash: token, type: 'recovery' });
+      if (verified.error || !verified.data.session) fail(verified.error, invalid);
+      const updated = await client.auth.updateUser({ password: newPassword });
+      if (updated.error) {
+        fail(updated.error, new AppError(500, 'Failed to update password'), {
+          same_password: badRequest('New password must differ from the old one'),
+          weak_password: badRequest('Password must be at least 6 characters'),
+        });
+      }
+      const { error } = await client.auth.signOut({ scope: 'global' });
+      if (error && isAuthServerDown(error)) throw authUnavailable();
+    },
+
+    async me(caller: Extract<Caller, { kind: 'user' }>) {
+      const [profile] = await db.asActor(
+        actorFor(caller),
+        (tx) => tx<{ id: string; email: string; name: string; created_at: Date; last_login: Date | null }[]>`
+          select id, email, name, created_at, last_login from public.profiles where id = ${caller.userId}`,
+      );
+      if (!profile) throw notFound('Profile not found');
+      return {
+        id: profile.id,
+        email: profile.email,
+        name: profile.name,
+        createdAt: profile.created_at.toISOString(),
+        lastLogin: profile.last_login?.toISOString() ?? null,
+        roles: ['user', ...caller.roles],
+      };
+    },
+
+    /** Links an identity of `provider` (its OIDC id token) to the caller's account. */
+    async linkIdentity(ip: string, accessToken: string, provider: string, token: string) {
+      if (!deps.linkProviders.includes(provider)) throw badRequest('Unsupported provider');
+      const { error } = await supabase.forRequest(ip, { accessToken }).auth.linkIdentity({ provider, token });
+      if (error) {
+        fail(error, badRequest('Invalid provider token'), {
+          identity_already_exists: conflict('Identity is already linked to another account'),
+          provider_disabled: badRequest('Unsupported provider'),
+          oauth_provider_not_supported: badRequest('Unsupported provider'),
+          manual_linking_disabled: badRequest('Identity linking is disabled'),
+        });
+      }
+    },
+  };
+}
+
+export type AuthService = ReturnType<typeof createAuthService>;

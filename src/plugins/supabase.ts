@@ -1,0 +1,132 @@
+import { createClient, isAuthRetryableFetchError, type SupabaseClient } from '@supabase/supabase-js';
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Config } from '../config.ts';
+import { serviceUnavailable } from '../lib/errors.ts';
+
+// Clients of Supabase Auth through supabase-js. A request gets a client of
+// its own that keeps no session between requests and forwards the caller's
+// IP, so the auth server's per-IP limits count users, not this server.
+
+export interface SessionTokens {
+  accessToken: string;
+  refreshToken?: string;
+  expiresAt?: number;
+}
+
+export interface SupabaseAuth {
+  configured: boolean;
+  /** Longest wait for the auth server, in milliseconds. */
+  timeoutMs: number;
+  /** A client acting for the caller at `ip`, optionally already holding the caller's session. */
+  forRequest(ip: string, session?: SessionTokens): SupabaseClient;
+  /** The service-role client for the admin API; never exposed to callers. */
+  admin(): SupabaseClient;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    supabase: SupabaseAuth;
+  }
+}
+
+const STORAGE_KEY = 'portfolio-backend-auth';
+
+/** In-memory storage holding at most the one session the request brought. */
+function requestStorage(session?: SessionTokens) {
+  const items = new Map<string, string>();
+  if (session) {
+    const expiresAt = session.expiresAt ?? Math.floor(Date.now() / 1000) + 60;
+    items.set(
+      STORAGE_KEY,
+      JSON.stringify({
+        access_token: session.accessToken,
+        refresh_token: session.refreshToken ?? '',
+        token_type: 'bearer',
+        expires_at: expiresAt,
+        expires_in: Math.max(0, expiresAt - Math.floor(Date.now() / 1000)),
+        user: null,
+      }),
+    );
+  }
+  return {
+    getItem: (key: string) => items.get(key) ?? null,
+    setItem: (key: string, value: string) => void items.set(key, value),
+    removeItem: (key: string) => void items.delete(key),
+  };
+}
+
+/** True when the error means the auth server could not be reached or failed itself. */
+export function isAuthServerDown(error: unknown): boolean {
+  if (isAuthRetryableFetchError(error)) return true;
+  const status = (error as { status?: unknown } | null)?.status;
+  return typeof status === 'number' && status >= 500;
+}
+
+export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
+
+/** fetch for auth calls, with a deadline on each call so a hung auth server cannot hold a request. */
+export function deadlineFetch(timeoutMs: number): typeof fetch {
+  return (input, init) =>
+    fetch(input, {
+      ...init,
+      signal: init?.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
+    });
+}
+
+/**
+ * Settles with `work`, or with 503 once `timeoutMs` has passed. supabase-js
+ * retries a refresh against an unreachable auth server for up to 30 s; our
+ * caller should hear 503 at once and retry on its own schedule (SPEC 5.4).
+ */
+export async function withinDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(authUnavailable()), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function createSupabaseAuth(config: Config): SupabaseAuth {
+  const { SUPABASE_URL: url, SUPABASE_ANON_KEY: anonKey, SUPABASE_SERVICE_ROLE_KEY: serviceKey } = config;
+  const configured = Boolean(url && anonKey);
+  const authFetch = deadlineFetch(config.AUTH_TIMEOUT_MS);
+  let adminClient: SupabaseClient | undefined;
+
+  return {
+    configured,
+    timeoutMs: config.AUTH_TIMEOUT_MS,
+    forRequest(ip, session) {
+      if (!url || !anonKey) throw authUnavailable();
+      return createClient(url, anonKey, {
+        auth: {
+          storage: requestStorage(session),
+          storageKey: STORAGE_KEY,
+          persistSession: true,
+          autoRefreshToken: false,
+          detectSessionInUrl: false,
+        },
+        global: { headers: { 'X-Forwarded-For': ip }, fetch: authFetch },
+      });
+    },
+    admin() {
+      if (!url || !serviceKey) throw authUnavailable();
+      adminClient ??= createClient(url, serviceKey, {
+        auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+        global: { fetch: authFetch },
+      });
+      return adminClient;
+    },
+  };
+}
+
+export default fp<{ config: Config }>(
+  async function supabasePlugin(app: FastifyInstance, { config }) {
+    app.decorate('supabase', createSupabaseAuth(config));
+  },
+  { name: 'supabase' },
+);

@@ -1,0 +1,204 @@
+import type { FastifyInstance } from 'fastify';
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { createAuthUser, testSql } from './support/db.ts';
+
+// /api/auth as far as it can be shown without the auth server (which cannot
+// be built here): every validation and authentication error the SPEC lists,
+// the rate limits, and 503 when the auth server is unreachable. The flows
+// that succeed need the real Supabase Auth.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+// Nothing listens on port 1, so every call to the auth server is refused.
+const UNREACHABLE_AUTH = {
+  SUPABASE_URL: 'http://127.0.0.1:1',
+  SUPABASE_ANON_KEY: 'anon-key',
+  SUPABASE_SERVICE_ROLE_KEY: 'service-key',
+  AUTH_TIMEOUT_MS: '1500',
+};
+
+const post = (app: FastifyInstance, url: string, payload: unknown, headers: Record<string, string> = {}) =>
+  app.inject({ method: 'POST', url: `/api/auth${url}`, payload: payload as object, headers });
+
+describe('/api/auth errors (SPEC section 7)', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp(UNREACHABLE_AUTH);
+  });
+  afterAll(async () => app.close());
+
+  it('signup: invalid fields → 400 Validation failed with details per field', async () => {
+    const response = await post(app, '/signup', { email: 'not-an-email', password: '123', name: 'A' });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toEqual({
+      success: false,
+      error: 'Validation failed',
+      statusCode: 400,
+      details: {
+        email: ['Invalid email format'],
+        password: ['Password must be at least 6 characters'],
+        name: ['Name must be at least 2 characters'],
+      },
+    });
+  });
+
+  it('signup: missing fields are named', async () => {
+    const response = await post(app, '/signup', {});
+    expect(response.statusCode).toBe(400);
+    expect(response.json().details).toEqual({
+      email: ['Email is required'],
+      password: ['Password is required'],
+      name: ['Name is required'],
+    });
+  });
+
+  it('signin: e-mail or password missing → 400 Email and password are required', async () => {
+    for (const body of [{}, { email: 'a@example.test' }, { password: 'secret1' }, { email: '', password: '' }]) {
+      const response = await post(app, '/signin', body);
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toEqual({ success: false, error: 'Email and password are required', statusCode: 400 });
+    }
+  });
+
+  it('refresh: missing refresh token → 400', async () => {
+    const response = await post(app, '/refresh', {});
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ error: 'Validation failed', details: { refreshToken: ['Refresh token is required'] } });
+  });
+
+  it('reset-password: missing → 400 Email is required; unknown → 404', async () => {
+    const missing = await post(app, '/reset-password', {});
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json()).toEqual({ success: false, error: 'Email is required', statusCode: 400 });
+    const malformed = await post(app, '/reset-password', { email: 'nope' });
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().details).toEqual({ email: ['Invalid email format'] });
+    const unknown = await post(app, '/reset-password', { email: 'nobody-here@example.test' });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.json()).toEqual({ success: false, error: 'No user found with this email', statusCode: 404 });
+  });
+
+  it('update-password: short password and missing token', async () => {
+    const short = await post(app, '/update-password', { token: 'abc', newPassword: '12345' });
+    expect(short.statusCode).toBe(400);
+    expect(short.json().error).toBe('Password must be at least 6 characters');
+    const noToken = await post(app, '/update-password', { newPassword: 'long-enough' });
+    expect(noToken.statusCode).toBe(400);
+    expect(noToken.json().error).toBe('Invalid or expired reset token');
+  });
+
+  it('me and link: no or invalid token → 401 Authentication required', async () => {
+    const forged = await new SignJWT({ aud: 'authenticated', role: 'authenticated', session_id: crypto.randomUUID() })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(crypto.randomUUID())
+      .setExpirationTime('1h')
+      .sign(new TextEncoder().encode('wrong-secret-wrong-secret-wrong-secret'));
+    for (const headers of [{}, { authorization: 'Bearer garbage' }, { authorization: `Bearer ${forged}` }] as Record<string, string>[]) {
+      const me = await app.inject({ method: 'GET', url: '/api/auth/me', headers });
+      expect(me.statusCode).toBe(401);
+      expect(me.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+      const link = await post(app, '/link', { provider: 'keycloak', token: 'x' }, headers);
+      expect(link.statusCode).toBe(401);
+    }
+  });
+
+  it('signout: no token, a forged token, or the legacy admin token → 401 No active session', async () => {
+    const legacy = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops');
+    for (const headers of [{}, { authorization: 'Bearer garbage' }, { authorization: `Bearer ${legacy}` }] as Record<string, string>[]) {
+      const response = await post(app, '/signout', undefined, headers);
+      expect(response.statusCode).toBe(401);
+      expect(response.json()).toEqual({ success: false, error: 'No active session', statusCode: 401 });
+    }
+  });
+
+  it('a well-signed token whose session cannot be checked is not let through', async () => {
+    // The session table belongs to the auth server; without it the check
+    // cannot answer, and the request is refused with 503, never admitted.
+    const token = await new SignJWT({ aud: 'authenticated', role: 'authenticated', session_id: crypto.randomUUID() })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject(crypto.randomUUID())
+      .setExpirationTime('1h')
+      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const response = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${token}` } });
+    expect([401, 503]).toContain(response.statusCode);
+    expect(response.json().success).toBe(false);
+  });
+});
+
+describe('/api/auth with the auth server unreachable', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp(UNREACHABLE_AUTH);
+  });
+  afterAll(async () => app.close());
+
+  it('sign up, sign in, refresh and reset answer 503 Authentication service unavailable', async () => {
+    const known = await createAuthUser(sql);
+    const calls = [
+      post(app, '/signup', { email: 'new-user@example.test', password: 'secret123', name: 'New User' }),
+      post(app, '/signin', { email: 'someone@example.test', password: 'secret123' }),
+      post(app, '/refresh', { refreshToken: 'some-refresh-token' }),
+      post(app, '/reset-password', { email: known.email }),
+      post(app, '/update-password', { token: 'some-token-hash', newPassword: 'secret123' }),
+    ];
+    for (const response of await Promise.all(calls)) {
+      expect(response.statusCode).toBe(503);
+      expect(response.json()).toEqual({
+        success: false,
+        error: 'Authentication service unavailable',
+        statusCode: 503,
+        requestId: expect.any(String),
+      });
+    }
+  });
+
+  it('answers 503 too when no auth server is configured at all', async () => {
+    const unconfigured = await buildTestApp({});
+    try {
+      const response = await post(unconfigured, '/signin', { email: 'someone@example.test', password: 'secret123' });
+      expect(response.statusCode).toBe(503);
+      expect(response.json().error).toBe('Authentication service unavailable');
+    } finally {
+      await unconfigured.close();
+    }
+  });
+});
+
+describe('/api/auth rate limits (SPEC section 8)', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp({ ...UNREACHABLE_AUTH, RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_RESET_PER_MIN: '5' });
+  });
+  afterAll(async () => app.close());
+
+  it('signup and signin share 10 per minute per IP; the 11th is 429', async () => {
+    const ip = '198.51.100.7';
+    for (let i = 0; i < 10; i += 1) {
+      const url = i % 2 ? '/api/auth/signin' : '/api/auth/signup';
+      const response = await app.inject({ method: 'POST', url, payload: {}, remoteAddress: ip });
+      expect(response.statusCode).toBe(400);
+    }
+    const refused = await app.inject({ method: 'POST', url: '/api/auth/signin', payload: {}, remoteAddress: ip });
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toEqual({
+      success: false,
+      error: 'Too many requests. Please try again later.',
+      statusCode: 429,
+      retryAfter: expect.any(Number),
+    });
+  });
+
+  it('reset-password allows 5 per minute per IP', async () => {
+    const ip = '198.51.100.8';
+    for (let i = 0; i < 5; i += 1) {
+      const response = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: {}, remoteAddress: ip });
+      expect(response.statusCode).toBe(400);
+    }
+    const refused = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: {}, remoteAddress: ip });
+    expect(refused.statusCode).toBe(429);
+  });
+});
