@@ -2,14 +2,25 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController
 import fp from 'fastify-plugin';
 import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
+import { LogSink } from './lib/log-sink.ts';
 import { loggerOptions } from './logger.ts';
+import adminRoutes from './modules/admin/routes.ts';
+import analyticsRoutes from './modules/analytics/routes.ts';
+import statusRoutes from './modules/admin/status/routes.ts';
 import authRoutes from './modules/auth/routes.ts';
 import feedbackOutboxPlugin from './modules/feedback/outbox-worker.ts';
 import feedbackRoutes from './modules/feedback/routes.ts';
 import healthRoutes from './modules/health/routes.ts';
+import rolesRoutes from './modules/roles/routes.ts';
+import usersRoutes from './modules/users/routes.ts';
+import websitesRoutes from './modules/websites/routes.ts';
+import appLogsPlugin from './plugins/app-logs.ts';
 import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
-import errorsPlugin from './plugins/errors.ts';
+import errorsPlugin, { errorHandler } from './plugins/errors.ts';
+import gracefulPlugin from './plugins/graceful.ts';
+import jsonBodyPlugin from './plugins/json-body.ts';
+import metricsPlugin from './plugins/metrics.ts';
 import openApiPlugin from './plugins/openapi.ts';
 import rateLimitPlugin, { type RateLimitOptions } from './plugins/rate-limit.ts';
 import requestLogPlugin, { requestIdFor } from './plugins/request-log.ts';
@@ -21,18 +32,23 @@ export const VERSION = '0.1.0';
 export interface AppOptions {
   config: Config;
   rateLimit?: RateLimitOptions;
+  /** Where the logger puts entries to store (plugins/app-logs.ts); buildApp makes one. */
+  logSink?: LogSink;
 }
 
 /** Fastify's own options for the app: logger, request ids, body limit, proxies. */
-export function serverOptions(config: Config, logger: FastifyServerOptions['logger'] = loggerOptions(config.LOG_LEVEL)) {
+export function serverOptions(config: Config, logger?: FastifyServerOptions['logger'], logSink?: LogSink) {
   return {
-    logger,
+    logger: logger ?? loggerOptions(config.LOG_LEVEL, undefined, logSink),
     genReqId: requestIdFor,
     // plugins/request-log.ts writes the one `http` line per request.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
     trustProxy: config.TRUST_PROXY,
     return503OnClosing: true,
+    // Errors the router raises before any hook runs (bad URL encoding, over-long
+    // path parameters) get the same envelope as every other error.
+    frameworkErrors: errorHandler,
   } satisfies FastifyServerOptions;
 }
 
@@ -40,14 +56,18 @@ export function serverOptions(config: Config, logger: FastifyServerOptions['logg
  * The whole application as one plugin. Load order: cross-cutting plugins
  * (errors first, so every later failure has the SPEC envelope), then routes.
  */
-async function app(fastify: FastifyInstance, { config, rateLimit }: AppOptions) {
+async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: AppOptions) {
   fastify.setValidatorCompiler(validatorCompiler);
   fastify.setSerializerCompiler(serializerCompiler);
 
   await fastify.register(errorsPlugin);
   await fastify.register(requestLogPlugin);
+  await fastify.register(metricsPlugin, { config });
+  await fastify.register(gracefulPlugin);
+  await fastify.register(jsonBodyPlugin);
   await fastify.register(securityPlugin, { config });
   await fastify.register(dbPlugin, { config });
+  await fastify.register(appLogsPlugin, { config, sink: logSink });
   await fastify.register(authPlugin, { config });
   await fastify.register(supabasePlugin, { config });
   await fastify.register(rateLimitPlugin, { config, ...rateLimit });
@@ -57,6 +77,12 @@ async function app(fastify: FastifyInstance, { config, rateLimit }: AppOptions) 
   await fastify.register(feedbackOutboxPlugin, { config });
   await fastify.register(feedbackRoutes, { config });
   await fastify.register(authRoutes, { prefix: '/api/auth', config });
+  await fastify.register(adminRoutes, { prefix: '/api/admin', config, version: VERSION });
+  await fastify.register(usersRoutes, { prefix: '/api/users' });
+  await fastify.register(rolesRoutes, { prefix: '/api/userRoles' });
+  await fastify.register(websitesRoutes, { prefix: '/api/websites' });
+  await fastify.register(analyticsRoutes, { prefix: '/api/analytics', config });
+  await fastify.register(statusRoutes, { prefix: '/admin/status', config, version: VERSION });
 }
 
 // Not encapsulated, so the process (server.ts) and tests see its decorators.
@@ -68,8 +94,9 @@ export async function buildApp(
   options: AppOptions,
   { logger, extend }: { logger?: FastifyServerOptions['logger']; extend?: (app: FastifyInstance) => Promise<void> } = {},
 ): Promise<FastifyInstance> {
-  const fastify = Fastify(serverOptions(options.config, logger));
-  await fastify.register(appPlugin, options);
+  const logSink = options.logSink ?? new LogSink();
+  const fastify = Fastify(serverOptions(options.config, logger, logSink));
+  await fastify.register(appPlugin, { ...options, logSink });
   if (extend) await fastify.register(extend);
   await fastify.ready();
   return fastify;

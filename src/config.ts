@@ -69,6 +69,10 @@ export const ConfigSchema = z.object({
       message: 'expected comma-separated e-mail addresses',
     })
     .transform((value) => (value === undefined ? [] : emailList(value))),
+  // Unset: on, except under NODE_ENV=test (test apps share one database).
+  FEEDBACK_OUTBOX_WORKER: optionalString
+    .pipe(z.enum(['true', 'false']).optional())
+    .transform((value) => (value === undefined ? undefined : value === 'true')),
   FEEDBACK_OUTBOX_POLL_MS: positiveInt(5_000),
   FEEDBACK_OUTBOX_RETRY_BASE_MS: positiveInt(30_000),
   FEEDBACK_OUTBOX_RETRY_MAX_MS: positiveInt(3_600_000),

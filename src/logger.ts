@@ -1,11 +1,31 @@
-import type { LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type LoggerOptions } from 'pino';
 
 // SPEC levels: error, warn, info, http, debug. pino has no `http`, so it sits
 // between info (30) and debug (20).
 export const LOG_LEVELS = { error: 50, warn: 40, info: 30, http: 25, debug: 20 } as const;
 export type LogLevel = keyof typeof LOG_LEVELS;
 
-export function loggerOptions(level: LogLevel | 'silent', pretty = process.stdout.isTTY): LoggerOptions {
+const PRETTY = { target: 'pino-pretty', options: { colorize: true, customLevels: 'http:25' } };
+
+/**
+ * Options of the app's logger. With `persist`, entries at warn and above also
+ * go to that stream (plugins/app-logs.ts stores them), whatever `level` says
+ * for the output: the logger then runs at the lower of the two levels and a
+ * multistream sends each line where its level belongs.
+ */
+export function loggerOptions(
+  level: LogLevel | 'silent',
+  pretty = process.stdout.isTTY,
+  persist?: DestinationStream,
+): LoggerOptions & { stream?: DestinationStream } {
+  if (persist) {
+    const output = level === 'silent' ? [] : [{ level: LOG_LEVELS[level], stream: pretty ? pino.transport(PRETTY) : pino.destination(1) }];
+    const lowest = level !== 'silent' && LOG_LEVELS[level] < LOG_LEVELS.warn ? level : 'warn';
+    const streams = pino.multistream([...output, { level: LOG_LEVELS.warn, stream: persist }], {
+      levels: { ...pino.levels.values, http: LOG_LEVELS.http },
+    });
+    return { ...loggerOptions(lowest, false), stream: streams };
+  }
   return {
     level,
     customLevels: { http: LOG_LEVELS.http },
@@ -18,6 +38,6 @@ export function loggerOptions(level: LogLevel | 'silent', pretty = process.stdou
       ],
       censor: '[redacted]',
     },
-    ...(pretty ? { transport: { target: 'pino-pretty', options: { colorize: true, customLevels: 'http:25' } } } : {}),
+    ...(pretty ? { transport: PRETTY } : {}),
   };
 }

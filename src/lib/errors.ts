@@ -34,6 +34,8 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case '23514':
     case '22P02':
     case '22001':
+    case '22021': // a NUL or invalid byte in text
+    case '22P05': // a NUL in jsonb
       return badRequest('Invalid value');
     case '42501':
       return forbidden();

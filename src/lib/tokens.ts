@@ -15,7 +15,7 @@ export interface SupabaseClaims extends JWTPayload {
   sub: string;
   role?: string;
   email?: string;
-  session_id?: string;
+  session_id: string;
 }
 
 export interface LegacyAdminClaims extends JWTPayload {
@@ -49,7 +49,9 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
     : undefined;
 
   async function verifySupabase(token: string, alg: string): Promise<SupabaseClaims> {
-    const common = { audience: 'authenticated', clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['sub', 'exp'] };
+    // Every access token of a signed-in user names its session; one that does
+    // not cannot be checked against auth.sessions, so it is not accepted.
+    const common = { audience: 'authenticated', clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['sub', 'exp', 'session_id'] };
     if (alg === 'HS256') {
       if (!hsKey) throw new InvalidTokenError('HS256 tokens are not accepted: no JWT secret configured');
       return (await jwtVerify(token, hsKey, { ...common, algorithms: ['HS256'] })).payload as SupabaseClaims;

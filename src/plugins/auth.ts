@@ -12,7 +12,7 @@ export const APP_ROLES = ['admin', 'editor', 'viewer'] as const;
 export type AppRole = (typeof APP_ROLES)[number];
 
 export type Caller =
-  | { kind: 'user'; userId: string; email?: string; sessionId?: string; roles: AppRole[]; claims: SupabaseClaims }
+  | { kind: 'user'; userId: string; email?: string; sessionId: string; roles: AppRole[]; claims: SupabaseClaims }
   | { kind: 'legacy-admin'; userId: string; roles: ['admin'] };
 
 declare module 'fastify' {
@@ -66,17 +66,17 @@ export default fp<AuthPluginOptions>(
     app.decorate('forgetSession', (sessionId: string) => void aliveUntil.delete(sessionId));
 
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
-    async function sessionState(userId: string, sessionId: string | undefined) {
-      const cached = sessionId !== undefined && (aliveUntil.get(sessionId) ?? 0) > Date.now();
+    async function sessionState(userId: string, sessionId: string) {
+      const cached = (aliveUntil.get(sessionId) ?? 0) > Date.now();
       const [row] = await app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
         select
-          ${cached || sessionId === undefined}::boolean or exists (
+          ${cached}::boolean or exists (
             select 1 from auth.sessions
-             where id = ${sessionId ?? null}::uuid and user_id = ${userId}::uuid
+             where id = ${sessionId}::uuid and user_id = ${userId}::uuid
                and (not_after is null or not_after > now())
           ) as active,
           coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`;
-      if (row.active && sessionId && !cached) aliveUntil.set(sessionId, Date.now() + sessionCacheMs);
+      if (row.active && !cached) aliveUntil.set(sessionId, Date.now() + sessionCacheMs);
       return row;
     }
 

@@ -39,6 +39,10 @@ function describe(error: FastifyError | AppError | Error): { statusCode: number;
       return { statusCode: 415, message: 'Unsupported content type' };
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return { statusCode: 400, message: 'Invalid content length' };
+    case 'FST_ERR_BAD_URL':
+      return { statusCode: 400, message: 'Malformed URL' };
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { statusCode: 414, message: 'URI too long' };
   }
   const status = fastifyError.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {

@@ -97,9 +97,9 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     /** Ends the caller's session at the auth server; its tokens stop working at once here. */
-    async signOut(ip: string, accessToken: string, sessionId: string | undefined) {
+    async signOut(ip: string, accessToken: string, sessionId: string) {
       const { error } = await supabase.forRequest(ip).auth.admin.signOut(accessToken, 'local');
-      if (sessionId) deps.forgetSession(sessionId);
+      deps.forgetSession(sessionId);
       if (error) fail(error, unauthorized('No active session'));
     },
 

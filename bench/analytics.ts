@@ -1,0 +1,318 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import autocannon from 'autocannon';
+import postgres from 'postgres';
+import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
+import { uuidv7 } from '../src/modules/analytics/ids.ts';
+import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/queries.ts';
+import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { seedEvents } from './seed.ts';
+
+// npm run bench [-- --scales=1000000,10000000 --duration=10 --connections=100]
+//
+// 1. Ingestion: a bare Fastify POST route with the same body (the HTTP
+//    ceiling) against POST /api/analytics, with autocannon on loopback at
+//    pipelining 1; then every acknowledged id must be found in the table.
+// 2. Queries: summary, daily series and top pages over 1M and 10M seeded
+//    events in one website each, served from the rollups.
+// Starts its own stack (a fresh database, dropped at the end); the servers
+// run in child processes, apart from the load generator.
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const SCALES = (args.scales ?? '1000000,10000000').split(',').map(Number);
+const DURATION_S = Number(args.duration ?? 10);
+const WARMUP_S = 3;
+const CONNECTIONS = Number(args.connections ?? 100);
+const QUERY_RUNS = 30;
+
+const AGENTS = [
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1',
+  'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15',
+  'Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1',
+];
+
+const log = (line: string) => console.log(`[bench] ${line}`);
+
+async function startServer(mode: 'bare' | 'app', settings: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bench/server.ts'), mode, JSON.stringify(settings)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const lines = createInterface({ input: child.stdout! });
+  for await (const line of lines) {
+    const port = (JSON.parse(line) as { port: number }).port;
+    return { url: `http://127.0.0.1:${port}`, child };
+  }
+  throw new Error(`${mode} server exited before listening`);
+}
+
+async function stopServer(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+interface LoadResult {
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  total: number;
+  non2xx: number;
+  errors: number;
+  acknowledgedIds: string[];
+}
+
+/** Varied bodies (sessions of 8 events, 50 pages, 4 agents, half with a userId), the same for both servers. */
+async function load(url: string, websiteId: string, duration: number): Promise<LoadResult> {
+  let sent = 0;
+  const acknowledgedIds: string[] = [];
+  const result = await autocannon({
+    url,
+    connections: CONNECTIONS,
+    pipelining: 1,
+    duration,
+    requests: [
+      {
+        method: 'POST',
+        path: '/api/analytics',
+        headers: { 'content-type': 'application/json' },
+        setupRequest: (request) => {
+          sent += 1;
+          request.body = JSON.stringify({
+            websiteId,
+            eventType: sent % 5 === 0 ? 'click' : 'page_view',
+            page: `/page/${sent % 50}`,
+            referrer: sent % 8 === 0 ? 'https://www.google.com/search' : undefined,
+            userAgent: AGENTS[sent % AGENTS.length],
+            sessionId: `bench-${Math.floor(sent / 8)}`,
+            userId: sent % 2 === 0 ? `member-${sent % 5000}` : undefined,
+            metadata: { loadTime: sent % 1000, screen: '1920x1080' },
+          });
+          return request;
+        },
+        onResponse: (status, body) => {
+          if (status === 201) acknowledgedIds.push((JSON.parse(body) as { data: { id: string } }).data.id);
+        },
+      },
+    ],
+  });
+  return {
+    requestsPerSecond: Math.round(result.requests.average),
+    p50Ms: result.latency.p50,
+    p99Ms: result.latency.p99,
+    total: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    acknowledgedIds,
+  };
+}
+
+async function countStored(sql: postgres.Sql, ids: string[]): Promise<number> {
+  let found = 0;
+  for (let from = 0; from < ids.length; from += 50_000) {
+    const [row] = await sql`select count(*)::int as n from public.analytics_events where id = any(${ids.slice(from, from + 50_000)}::uuid[])`;
+    found += row.n;
+  }
+  return found;
+}
+
+async function createWebsite(sql: postgres.Sql, name: string) {
+  const key = generateApiKey();
+  const [row] = await sql`
+    insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+    values (${name}, 'bench.example.test', ${key.hash}, ${key.prefix}) returning id`;
+  return { id: row.id as string, apiKey: key.key };
+}
+
+function percentile(sorted: number[], p: number) {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+async function time(runs: number, work: () => Promise<unknown>) {
+  for (let i = 0; i < 3; i += 1) await work();
+  const samples: number[] = [];
+  for (let i = 0; i < runs; i += 1) {
+    const started = performance.now();
+    await work();
+    samples.push(performance.now() - started);
+  }
+  samples.sort((a, b) => a - b);
+  const round = (value: number) => Math.round(value * 100) / 100;
+  return { p50Ms: round(percentile(samples, 50)), p95Ms: round(percentile(samples, 95)), maxMs: round(samples[samples.length - 1]) };
+}
+
+interface SummaryBody {
+  data: { pageViews: number; uniqueVisitors: number; sessions: number; bounceRate: number };
+}
+
+async function getJson(url: string, apiKey: string): Promise<SummaryBody> {
+  const response = await fetch(url, { headers: { 'x-api-key': apiKey } });
+  if (response.status !== 200) throw new Error(`${url}: ${response.status} ${await response.text()}`);
+  return (await response.json()) as SummaryBody;
+}
+
+/** The database write path alone (no HTTP): sequential batches of `size` through the same INSERT. */
+async function writePath(sql: postgres.Sql, websiteId: string, size: number, batches = 100) {
+  let n = 0;
+  const batch = () =>
+    Array.from({ length: size }, () => {
+      n += 1;
+      return {
+        id: uuidv7(),
+        websiteId,
+        eventType: n % 5 === 0 ? 'click' : 'page_view',
+        page: `/page/${n % 50}`,
+        referrer: null,
+        referrerHost: n % 8 === 0 ? 'google.com' : null,
+        userAgent: AGENTS[n % AGENTS.length],
+        deviceType: 'desktop',
+        sessionId: `write-path-${Math.floor(n / 8)}`,
+        userId: null,
+        visitorId: `visitor-${n % 5000}`,
+        metadata: { loadTime: n % 1000 },
+        createdAt: new Date(),
+      };
+    });
+  for (let i = 0; i < 10; i += 1) await insertEventBatchElevated(sql, batch());
+  const started = performance.now();
+  for (let i = 0; i < batches; i += 1) await insertEventBatchElevated(sql, batch());
+  const msPerBatch = (performance.now() - started) / batches;
+  return { batchSize: size, msPerBatch: Math.round(msPerBatch * 100) / 100, eventsPerSecond: Math.round((size / msPerBatch) * 1000) };
+}
+
+async function main() {
+  const stack = await startStack({ databaseName: uniqueDatabaseName('portfolio_bench'), keepDatabase: false, log });
+  const sql = postgres(stack.databaseUrl, { max: 4, onnotice: () => {} });
+  const children: ChildProcess[] = [];
+  try {
+    const [pg] = await sql`select current_setting('server_version') as version`;
+    const settings = {
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: stack.databaseUrl,
+      ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
+      ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
+      RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
+    };
+
+    // 1. Ingestion.
+    const ingestSite = await createWebsite(sql, 'Ingest');
+    const bare = await startServer('bare');
+    children.push(bare.child);
+    log(`bare route: warm-up ${WARMUP_S}s, then ${DURATION_S}s at ${CONNECTIONS} connections`);
+    await load(bare.url, ingestSite.id, WARMUP_S);
+    const bareResult = await load(bare.url, ingestSite.id, DURATION_S);
+    await stopServer(bare.child);
+
+    const app = await startServer('app', settings);
+    children.push(app.child);
+    log(`POST /api/analytics: warm-up ${WARMUP_S}s, then ${DURATION_S}s at ${CONNECTIONS} connections`);
+    await load(app.url, ingestSite.id, WARMUP_S);
+    const appResult = await load(app.url, ingestSite.id, DURATION_S);
+    const stored = await countStored(sql, appResult.acknowledgedIds);
+    log(`acknowledged ${appResult.acknowledgedIds.length}, found in the table ${stored}`);
+
+    const writePaths = [];
+    for (const size of [50, 100, 500]) writePaths.push(await writePath(sql, ingestSite.id, size));
+    log(`write path alone: ${writePaths.map((w) => `${w.batchSize}/batch ${w.eventsPerSecond} events/s`).join(', ')}`);
+
+    const ingest = {
+      connections: CONNECTIONS,
+      pipelining: 1,
+      durationSeconds: DURATION_S,
+      bare: { ...bareResult, acknowledgedIds: undefined },
+      analytics: { ...appResult, acknowledgedIds: undefined, acknowledged: appResult.acknowledgedIds.length, foundInTable: stored },
+      ratio: Math.round((appResult.requestsPerSecond / bareResult.requestsPerSecond) * 100) / 100,
+      acknowledgedEqualsCommitted: stored === appResult.acknowledgedIds.length,
+      writePathAlone: writePaths,
+    };
+
+    // 2. Queries at scale.
+    const queries = [];
+    const today = utcDay(new Date());
+    for (const events of SCALES) {
+      const site = await createWebsite(sql, `Seeded ${events}`);
+      const started = performance.now();
+      await seedEvents(sql, { websiteId: site.id, events, onProgress: (done) => log(`seeding ${events}: ${done} events, ${((performance.now() - started) / 1000).toFixed(0)}s`) });
+      const seedSeconds = Math.round((performance.now() - started) / 1000);
+      const range = { websiteId: site.id, startDate: addDays(today, -29), endDate: today };
+      const summaryUrl = `${app.url}/api/analytics?websiteId=${site.id}`;
+      const seriesUrl = `${app.url}/api/analytics/date-range?websiteId=${site.id}`;
+      const summary = (await getJson(summaryUrl, site.apiKey)).data;
+      const result = {
+        events,
+        seedSeconds,
+        summaryHttp: await time(QUERY_RUNS, () => getJson(summaryUrl, site.apiKey)),
+        dailySeriesHttp: await time(QUERY_RUNS, () => getJson(seriesUrl, site.apiKey)),
+        topPagesSql: await time(QUERY_RUNS, () => sql.begin((tx) => getTopPages(tx, range, 10))),
+        rawScanForComparisonMs: 0,
+        summary: { pageViews: summary.pageViews, uniqueVisitors: summary.uniqueVisitors, sessions: summary.sessions, bounceRate: summary.bounceRate },
+      };
+      // What the same distinct counts cost from the raw events, once, for comparison.
+      const rawStarted = performance.now();
+      await sql`
+        select count(*) filter (where event_type = 'page_view'), count(distinct visitor_id), count(distinct session_id)
+          from public.analytics_events
+         where website_id = ${site.id} and created_at >= ${range.startDate}::date`;
+      result.rawScanForComparisonMs = Math.round(performance.now() - rawStarted);
+      log(`${events} events: summary p50 ${result.summaryHttp.p50Ms} ms, series p50 ${result.dailySeriesHttp.p50Ms} ms, top pages p50 ${result.topPagesSql.p50Ms} ms, raw scan ${result.rawScanForComparisonMs} ms`);
+      queries.push(result);
+    }
+
+    const machine = {
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model ?? 'unknown',
+      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+      node: process.version,
+      postgres: pg.version as string,
+      platform: `${os.platform()} ${os.release()}`,
+      note: 'load generator, servers and PostgreSQL share the same cores; PostgreSQL default settings, synchronous_commit on',
+    };
+    const report = { date: new Date().toISOString(), machine, ingest, queries };
+    await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
+    await writeFile(path.join(ROOT, 'bench/results/analytics.json'), `${JSON.stringify(report, null, 2)}\n`);
+
+    console.log(`\nMachine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${machine.postgres}`);
+    console.log(`\nIngestion (${CONNECTIONS} connections, pipelining 1, ${DURATION_S}s)`);
+    console.table({
+      'bare Fastify route': { 'req/s': bareResult.requestsPerSecond, 'p50 ms': bareResult.p50Ms, 'p99 ms': bareResult.p99Ms, non2xx: bareResult.non2xx },
+      'POST /api/analytics': { 'req/s': appResult.requestsPerSecond, 'p50 ms': appResult.p50Ms, 'p99 ms': appResult.p99Ms, non2xx: appResult.non2xx },
+    });
+    console.log('Database write path alone (one connection, sequential batches, same INSERT and rollup trigger):');
+    console.table(Object.fromEntries(writePaths.map((w) => [`${w.batchSize} events/batch`, { 'ms/batch': w.msPerBatch, 'events/s': w.eventsPerSecond }])));
+    console.log(`ratio ${ingest.ratio}; acknowledged ${ingest.analytics.acknowledged}, in the table ${stored} (${ingest.acknowledgedEqualsCommitted ? 'equal' : 'NOT EQUAL'})`);
+    console.log('\nQueries over the last 30 days, one website (ms)');
+    console.table(
+      Object.fromEntries(
+        queries.map((q) => [
+          `${q.events.toLocaleString('en')} events`,
+          {
+            'summary p50': q.summaryHttp.p50Ms,
+            'summary p95': q.summaryHttp.p95Ms,
+            'series p50': q.dailySeriesHttp.p50Ms,
+            'series p95': q.dailySeriesHttp.p95Ms,
+            'top pages p50': q.topPagesSql.p50Ms,
+            'raw scan': q.rawScanForComparisonMs,
+            'seed s': q.seedSeconds,
+          },
+        ]),
+      ),
+    );
+    console.log('\nWritten to bench/results/analytics.json');
+    if (!ingest.acknowledgedEqualsCommitted) process.exitCode = 1;
+  } finally {
+    for (const child of children) await stopServer(child);
+    await sql.end();
+    await stack.stop();
+  }
+}
+
+await main();

@@ -1,0 +1,30 @@
+import { randomUUID } from 'node:crypto';
+import Fastify from 'fastify';
+import { buildApp } from '../src/app.ts';
+import { parseConfig } from '../src/config.ts';
+
+// The process under test, apart from the load generator: `app` is the real
+// application (POST /api/analytics and the query routes), `bare` a Fastify
+// route that parses the same JSON body and answers the same shape without
+// doing anything (the HTTP ceiling). Prints {"port": n} when listening.
+
+const [mode, settingsJson] = process.argv.slice(2);
+
+async function start() {
+  if (mode === 'bare') {
+    const app = Fastify({ logger: false });
+    app.post('/api/analytics', async (_request, reply) =>
+      reply.status(201).send({ success: true, message: 'Event recorded', data: { id: randomUUID(), timestamp: new Date().toISOString() } }),
+    );
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return app;
+  }
+  const app = await buildApp({ config: parseConfig(JSON.parse(settingsJson)) });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return app;
+}
+
+const app = await start();
+const address = app.server.address();
+console.log(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 }));
+process.once('SIGTERM', () => void app.close().then(() => process.exit(0)));

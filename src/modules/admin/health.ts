@@ -1,0 +1,91 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Config } from '../../config.ts';
+import type { Sql } from '../../plugins/db.ts';
+
+// Dependency checks for GET /api/admin/health and the /admin/status stream.
+// A dependency that is `down` makes the whole answer 503; `not_configured`
+// (no auth server, no mail provider set) is a choice, not an outage.
+
+const PROBE_TIMEOUT_MS = 2_000;
+// An outbox row this many attempts old means deliveries are failing.
+const FAILING_AFTER_ATTEMPTS = 3;
+
+export const HealthReportSchema = z.object({
+  status: z.enum(['ok', 'error']),
+  timestamp: z.iso.datetime(),
+  uptime: z.number().describe('seconds since the app started'),
+  version: z.string(),
+  database: z.object({ status: z.enum(['up', 'down']), latencyMs: z.number().nullable() }),
+  auth: z.object({ status: z.enum(['up', 'down', 'not_configured']), latencyMs: z.number().nullable() }),
+  email: z.object({
+    status: z.enum(['up', 'failing', 'not_configured', 'unknown']),
+    provider: z.enum(['resend', 'smtp']).nullable(),
+    pendingOutbox: z.number().int().nullable(),
+  }),
+});
+export type HealthReport = z.infer<typeof HealthReportSchema>;
+
+const round = (ms: number) => Math.round(ms * 100) / 100;
+
+/** Elevated (service operation): the outbox is the feedback worker's, closed to API roles. Null while it does not exist. */
+async function countPendingNotifications(sql: Sql): Promise<{ pending: number; failing: number } | null> {
+  const [table] = await sql<{ present: boolean }[]>`select to_regclass('public.feedback_outbox') is not null as present`;
+  if (!table.present) return null;
+  const [row] = await sql<{ pending: number; failing: number }[]>`
+    select count(*)::int as pending, count(*) filter (where attempts >= ${FAILING_AFTER_ATTEMPTS})::int as failing
+      from public.feedback_outbox where sent_at is null and gave_up_at is null`;
+  return row;
+}
+
+async function checkAuthServer(config: Config): Promise<HealthReport['auth']> {
+  if (!config.SUPABASE_URL) return { status: 'not_configured', latencyMs: null };
+  const started = performance.now();
+  try {
+    const response = await fetch(new URL('auth/v1/health', config.SUPABASE_URL.replace(/\/?$/, '/')), {
+      headers: config.SUPABASE_ANON_KEY ? { apikey: config.SUPABASE_ANON_KEY } : {},
+      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
+    });
+    await response.body?.cancel();
+    return { status: response.ok ? 'up' : 'down', latencyMs: round(performance.now() - started) };
+  } catch {
+    return { status: 'down', latencyMs: null };
+  }
+}
+
+export function mailProvider(config: Config): 'resend' | 'smtp' | null {
+  if (config.RESEND_API_KEY) return 'resend';
+  if (config.SMTP_URL) return 'smtp';
+  return null;
+}
+
+export async function checkHealth(app: FastifyInstance, config: Config, version: string): Promise<HealthReport> {
+  const [database, auth, outbox] = await Promise.all([
+    app.db.ping(PROBE_TIMEOUT_MS).then(
+      (ms) => ({ status: 'up' as const, latencyMs: round(ms) }),
+      () => ({ status: 'down' as const, latencyMs: null }),
+    ),
+    checkAuthServer(config),
+    countPendingNotifications(app.db.sql).catch(() => undefined),
+  ]);
+  const provider = mailProvider(config);
+  const emailStatus = outbox === undefined ? 'unknown' : !provider ? 'not_configured' : outbox && outbox.failing > 0 ? 'failing' : 'up';
+  return {
+    status: database.status === 'down' || auth.status === 'down' ? 'error' : 'ok',
+    timestamp: new Date().toISOString(),
+    uptime: Math.round((Date.now() - app.metrics.startedAt.getTime()) / 100) / 10,
+    version,
+    database,
+    auth,
+    email: { status: emailStatus, provider, pendingOutbox: outbox?.pending ?? null },
+  };
+}
+
+/** The last report for up to `maxAgeMs`, so a dashboard refreshing every second does not probe every second. */
+export function cachedHealth(check: () => Promise<HealthReport>, maxAgeMs = 5_000) {
+  let last: { at: number; report: Promise<HealthReport> } | undefined;
+  return () => {
+    if (!last || Date.now() - last.at > maxAgeMs) last = { at: Date.now(), report: check() };
+    return last.report;
+  };
+}

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { LOG_LEVELS } from '../../logger.ts';
+import { MetricsSnapshotSchema } from '../../plugins/metrics-snapshot.ts';
+import { PaginationSchema, UserSchema } from '../users/schemas.ts';
+import { HealthReportSchema } from './health.ts';
+
+// Shapes of /api/admin.
+
+const LEVELS = Object.keys(LOG_LEVELS) as [keyof typeof LOG_LEVELS, ...(keyof typeof LOG_LEVELS)[]];
+export const LogLevelSchema = z.enum(LEVELS, { error: `Level must be one of: ${LEVELS.join(', ')}` });
+
+export const LogEntrySchema = z.object({
+  id: z.string(),
+  level: LogLevelSchema,
+  message: z.string(),
+  context: z.record(z.string(), z.unknown()),
+  source: z.enum(['server', 'client']),
+  requestId: z.string().nullable(),
+  userId: z.uuid().nullable(),
+  createdAt: z.iso.datetime(),
+});
+
+export const ListLogsQuerySchema = z.object({
+  level: LogLevelSchema.optional(),
+  source: z.enum(['server', 'client']).optional(),
+  since: z.iso.datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' }).optional(),
+  limit: z.coerce
+    .number({ error: 'Limit must be an integer from 1 to 500' })
+    .int('Limit must be an integer from 1 to 500')
+    .min(1, 'Limit must be an integer from 1 to 500')
+    .max(500, 'Limit must be an integer from 1 to 500')
+    .default(50),
+  offset: z.coerce
+    .number({ error: 'Offset must be a non-negative integer' })
+    .int('Offset must be a non-negative integer')
+    .min(0, 'Offset must be a non-negative integer')
+    .max(1_000_000, 'Offset must be at most 1000000')
+    .default(0),
+});
+
+export const CreateLogBodySchema = z.object({
+  level: LogLevelSchema,
+  message: z.string({ error: 'Message is required' }).trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
+  context: z
+    .record(z.string(), z.unknown(), { error: 'Context must be an object' })
+    .refine((value) => JSON.stringify(value).length <= 16_000, { error: 'Context must be at most 16000 characters as JSON' })
+    .optional(),
+});
+
+export const HealthResponseSchema = z.object({ success: z.literal(true), data: HealthReportSchema });
+export const HealthFailureSchema = z.object({
+  success: z.literal(false),
+  error: z.string(),
+  statusCode: z.literal(503),
+  data: HealthReportSchema,
+});
+export const MetricsResponseSchema = z.object({ success: z.literal(true), data: MetricsSnapshotSchema });
+export const LogsResponseSchema = z.object({ success: z.literal(true), data: z.array(LogEntrySchema), pagination: PaginationSchema });
+export const CreatedLogResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.string(), createdAt: z.iso.datetime() }),
+});
+export const UsersResponseSchema = z.object({ success: z.literal(true), data: z.array(UserSchema), pagination: PaginationSchema });
+
+export type LogEntry = z.infer<typeof LogEntrySchema>;
+export type ListLogsQuery = z.infer<typeof ListLogsQuerySchema>;
+export type CreateLogBody = z.infer<typeof CreateLogBodySchema>;

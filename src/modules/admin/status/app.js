@@ -1,0 +1,152 @@
+import { drawLineChart } from './charts.js';
+
+// The live dashboard: one EventSource on /admin/status/stream (same origin,
+// so the session cookie or the browser's Authorization header goes along).
+// `history` brings the samples of the last minutes, then a `snapshot` every
+// second brings current figures and the newest sample.
+
+const WINDOW_SECONDS = 300;
+const $ = (id) => document.getElementById(id);
+const samples = [];
+
+const MiB = 1024 * 1024;
+const ms = (value) => (value === null || value === undefined ? '–' : value < 10 ? value.toFixed(2) : value.toFixed(1));
+const mib = (bytes) => `${(bytes / MiB).toFixed(1)} MiB`;
+const int = new Intl.NumberFormat('en');
+
+function duration(seconds) {
+  const s = Math.floor(seconds);
+  const parts = [[Math.floor(s / 86400), 'd'], [Math.floor((s % 86400) / 3600), 'h'], [Math.floor((s % 3600) / 60), 'min'], [s % 60, 's']];
+  const shown = parts.filter(([n], i) => n > 0 || i === parts.length - 1);
+  return shown.slice(0, 3).map(([n, unit]) => `${n} ${unit}`).join(' ');
+}
+
+function setText(id, text) {
+  const element = $(id);
+  if (element.textContent !== text) element.textContent = text;
+}
+
+function setStatus(id, status) {
+  const element = $(id);
+  element.textContent = status.replace('_', ' ');
+  element.dataset.state = status;
+}
+
+function setConnection(text, state) {
+  const badge = $('connection');
+  badge.textContent = text;
+  badge.dataset.state = state;
+}
+
+function fillRows(tbody, rows) {
+  tbody.replaceChildren(
+    ...rows.map((cells) => {
+      const tr = document.createElement('tr');
+      for (const [text, className] of cells) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        if (className) td.className = className;
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+}
+
+function render({ metrics, health }) {
+  const { requests, latencyMs, memory, eventLoopLagMs } = metrics;
+  setText('rps', requests.perSecond.toFixed(2));
+  setText('total-requests', int.format(requests.total));
+  const failed = (requests.byStatusClass['4xx'] ?? 0) + (requests.byStatusClass['5xx'] ?? 0);
+  setText('error-rate', requests.total ? `${((100 * failed) / requests.total).toFixed(1)} %` : '0 %');
+  setText('p50', ms(latencyMs.p50));
+  setText('p95', ms(latencyMs.p95));
+  setText('p99', ms(latencyMs.p99));
+  setText('rss', mib(memory.rssBytes));
+  setText('heap', mib(memory.heapUsedBytes));
+  setText('heap-total', mib(memory.heapTotalBytes));
+  setText('lag', ms(eventLoopLagMs.p99));
+  setText('lag-mean', ms(eventLoopLagMs.mean));
+  setText('lag-max', ms(eventLoopLagMs.max));
+  setText('uptime', duration(metrics.uptimeSeconds));
+  setText('started', new Date(metrics.startedAt).toLocaleString());
+
+  setStatus('db-status', health.database.status);
+  setText('db-latency', health.database.latencyMs === null ? '' : `${ms(health.database.latencyMs)} ms`);
+  setStatus('auth-status', health.auth.status);
+  setText('auth-latency', health.auth.latencyMs === null ? '' : `${ms(health.auth.latencyMs)} ms`);
+  setStatus('email-status', health.email.status);
+  setText('email-provider', health.email.provider ?? '');
+  setText('outbox', health.email.pendingOutbox === null ? 'n/a' : int.format(health.email.pendingOutbox));
+
+  const codes = Object.entries(requests.byStatusCode).sort(([a], [b]) => a.localeCompare(b));
+  fillRows($('status-codes'), codes.map(([code, count]) => [[code, `code c${code[0]}xx`], [int.format(count), 'num']]));
+
+  const slowest = [...metrics.routes].sort((a, b) => (b.latencyMs.p95 ?? -1) - (a.latencyMs.p95 ?? -1)).slice(0, 8);
+  fillRows(
+    $('slow-routes'),
+    slowest.map((r) => [
+      [`${r.method} ${r.route}`, 'route'],
+      [int.format(r.count), 'num'],
+      [int.format(r.errors), 'num'],
+      [ms(r.latencyMs.p50), 'num'],
+      [ms(r.latencyMs.p95), 'num'],
+      [ms(r.latencyMs.p99), 'num'],
+    ]),
+  );
+  setText('updated', new Date().toLocaleTimeString());
+}
+
+function color(name, fallback) {
+  return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || fallback;
+}
+
+function drawCharts() {
+  const options = { windowSeconds: WINDOW_SECONDS };
+  const pick = (read) => samples.map(read);
+  drawLineChart($('chart-rps'), [{ label: 'req/s', color: color('--c1', '#4ea1ff'), values: pick((s) => s.requestsPerSecond) }], options);
+  drawLineChart(
+    $('chart-latency'),
+    [
+      { label: 'p50', color: color('--c2', '#52c41a'), values: pick((s) => s.latencyMs.p50) },
+      { label: 'p95', color: color('--c3', '#faad14'), values: pick((s) => s.latencyMs.p95) },
+      { label: 'p99', color: color('--c4', '#ff4d4f'), values: pick((s) => s.latencyMs.p99) },
+    ],
+    options,
+  );
+  drawLineChart(
+    $('chart-memory'),
+    [
+      { label: 'rss', color: color('--c1', '#4ea1ff'), values: pick((s) => s.rssBytes / MiB) },
+      { label: 'heap', color: color('--c2', '#52c41a'), values: pick((s) => s.heapUsedBytes / MiB) },
+    ],
+    options,
+  );
+  drawLineChart($('chart-lag'), [{ label: 'p99', color: color('--c3', '#faad14'), values: pick((s) => s.eventLoopLagP99Ms) }], options);
+}
+
+const source = new EventSource('/admin/status/stream');
+source.addEventListener('open', () => setConnection('live', 'ok'));
+source.addEventListener('error', () => setConnection(source.readyState === EventSource.CLOSED ? 'disconnected – reload' : 'reconnecting…', 'warn'));
+source.addEventListener('history', (event) => {
+  samples.splice(0, samples.length, ...JSON.parse(event.data));
+  drawCharts();
+});
+source.addEventListener('snapshot', (event) => {
+  const snapshot = JSON.parse(event.data);
+  const { sample } = snapshot;
+  if (sample && (samples.length === 0 || samples[samples.length - 1].t < sample.t)) {
+    samples.push(sample);
+    if (samples.length > WINDOW_SECONDS) samples.splice(0, samples.length - WINDOW_SECONDS);
+  }
+  render(snapshot);
+  drawCharts();
+});
+
+window.addEventListener('resize', drawCharts);
+
+$('signout').addEventListener('click', async () => {
+  source.close();
+  await fetch('/admin/status/session', { method: 'DELETE', credentials: 'same-origin' }).catch(() => {});
+  window.location.reload();
+});

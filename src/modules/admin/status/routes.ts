@@ -1,0 +1,154 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import cookie from '@fastify/cookie';
+import escapeHtml from 'escape-html';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Config } from '../../../config.ts';
+import { AppError, forbidden, unauthorized } from '../../../lib/errors.ts';
+import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
+import { authUnavailable, isAuthServerDown } from '../../../plugins/supabase.ts';
+import { cachedHealth, checkHealth } from '../health.ts';
+
+// /admin/status: the live dashboard (SPEC section 1), admin only. The page and
+// its assets are plain files in this folder; numbers arrive as server-sent
+// events from /admin/status/stream. Credentials: a Bearer header, or the
+// HttpOnly cookie that the page's own sign-in form obtains from
+// POST /admin/status/session. Never a token in a URL.
+
+export const SESSION_COOKIE = 'admin_status_session';
+const HERE = import.meta.dirname;
+const ASSETS: Record<string, string> = {
+  'app.js': 'text/javascript; charset=utf-8',
+  'charts.js': 'text/javascript; charset=utf-8',
+  'signin.js': 'text/javascript; charset=utf-8',
+  'style.css': 'text/css; charset=utf-8',
+};
+
+const SignInBodySchema = z.object({ email: z.string().trim().min(1).max(254), password: z.string().min(1).max(1024) });
+const MessageSchema = z.object({ success: z.literal(true), message: z.string() });
+
+/** The session cookie: HttpOnly, SameSite=Strict, Secure in production, sent only to the dashboard's paths. */
+export function sessionCookieOptions(config: Config, maxAge?: number) {
+  return {
+    httpOnly: true,
+    sameSite: 'strict' as const,
+    secure: config.NODE_ENV === 'production',
+    path: '/admin/status',
+    ...(maxAge === undefined ? {} : { maxAge }),
+  };
+}
+
+export interface StatusOptions {
+  config: Config;
+  version: string;
+  /** Milliseconds between snapshots on the stream (at most 2 s). */
+  intervalMs?: number;
+}
+
+const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000 }) => {
+  if (!app.hasRequestDecorator('cookies')) await app.register(cookie);
+  const files = Object.fromEntries(
+    await Promise.all(['index.html', 'signin.html', ...Object.keys(ASSETS)].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
+  ) as Record<string, string>;
+  const health = cachedHealth(() => checkHealth(app, config, version));
+  const requireAdmin = app.requireRole('admin');
+  const streams = new Set<PassThrough>();
+
+  /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
+  async function authorize(request: FastifyRequest, reply: FastifyReply) {
+    const fromCookie = request.cookies[SESSION_COOKIE];
+    // The auth context reads only the Authorization header.
+    if (!request.headers.authorization && fromCookie) request.headers.authorization = `Bearer ${fromCookie}`;
+    await requireAdmin.call(app, request, reply, () => {});
+  }
+
+  const page = (reply: FastifyReply, status: number, html: string) =>
+    reply.status(status).header('cache-control', 'no-store').type('text/html; charset=utf-8').send(html);
+
+  app.get('/', { schema: { hide: true } }, async (request, reply) => {
+    try {
+      await authorize(request, reply);
+    } catch (error) {
+      if (!(error instanceof AppError) || (error.statusCode !== 401 && error.statusCode !== 403)) throw error;
+      const reason = error.statusCode === 403 ? 'This account is not an administrator.' : 'Sign in with an administrator account.';
+      return page(reply, error.statusCode, files['signin.html'].replace('{{reason}}', escapeHtml(reason)));
+    }
+    return page(reply, 200, files['index.html']);
+  });
+
+  app.get('/assets/:file', { schema: { hide: true, params: z.object({ file: z.string() }) } }, async (request, reply) => {
+    const type = ASSETS[request.params.file];
+    if (!type) return reply.callNotFound();
+    return reply.header('cache-control', 'no-cache').type(type).send(files[request.params.file]);
+  });
+
+  app.get('/stream', { onRequest: authorize, config: { metrics: false }, schema: { hide: true } }, async (request, reply) => {
+    const stream = new PassThrough();
+    streams.add(stream);
+    const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    const tick = async () => {
+      const [metrics, report] = await Promise.all([app.metrics.snapshot(), health()]);
+      send('snapshot', { metrics, health: report, sample: app.metrics.history().at(-1) ?? null });
+    };
+    const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
+    const stop = () => {
+      clearInterval(timer);
+      streams.delete(stream);
+      stream.end();
+    };
+    reply.raw.on('close', stop);
+    stream.write(`retry: 3000\n\n`);
+    send('history', app.metrics.history());
+    void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed'));
+    return reply
+      .header('content-type', 'text/event-stream; charset=utf-8')
+      .header('cache-control', 'no-store')
+      .header('x-accel-buffering', 'no')
+      .send(stream);
+  });
+  // Open streams would keep the server from closing.
+  app.addHook('preClose', async () => {
+    for (const stream of streams) stream.end();
+  });
+
+  app.post(
+    '/session',
+    { ...inRateLimitGroup(app, 'auth'), schema: { hide: true, body: SignInBodySchema, response: { 200: MessageSchema } } },
+    async (request, reply) => {
+      if (!app.supabase.configured) throw authUnavailable();
+      const client = app.supabase.forRequest(request.ip);
+      const { data, error } = await client.auth.signInWithPassword(request.body);
+      if (error || !data.session) {
+        if (isAuthServerDown(error)) throw authUnavailable();
+        throw unauthorized('Invalid email or password');
+      }
+      const { session } = data;
+      const isAdmin = await app.db.asActor(
+        { role: 'authenticated', claims: { sub: session.user.id, role: 'authenticated', aud: 'authenticated' } },
+        async (tx) => (await tx<{ admin: boolean }[]>`select public.has_role('admin') as admin`)[0].admin,
+      );
+      if (!isAdmin) {
+        await client.auth.signOut({ scope: 'local' }).catch(() => {});
+        throw forbidden();
+      }
+      reply.setCookie(SESSION_COOKIE, session.access_token, sessionCookieOptions(config, session.expires_in));
+      return { success: true as const, message: 'Signed in' };
+    },
+  );
+
+  app.delete('/session', { schema: { hide: true, response: { 200: MessageSchema } } }, async (request, reply) => {
+    const accessToken = request.cookies[SESSION_COOKIE];
+    if (accessToken && app.supabase.configured) {
+      // Ends the session at the auth server too, so a copied cookie stops working.
+      const { error } = await app.supabase.forRequest(request.ip, { accessToken }).auth.signOut({ scope: 'local' });
+      if (error) request.log.warn({ error: error.message }, 'status sign-out: the auth server refused');
+    }
+    reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(config));
+    return { success: true as const, message: 'Signed out' };
+  });
+};
+
+export default statusRoutes;

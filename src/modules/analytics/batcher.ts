@@ -1,0 +1,79 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Config } from '../../config.ts';
+import { serviceUnavailable } from '../../lib/errors.ts';
+import { ClosedError, createGroupCommit, QueueFullError } from './group-commit.ts';
+import { type EventRow, insertEventBatchElevated } from './queries.ts';
+
+// The ingestion write path: events are written by group commit, one
+// multi-row INSERT per batch, and a request is answered only after the batch
+// carrying its event has committed. On close the plugin writes whatever is
+// queued and waits for ingestion requests still in flight before the
+// database pool closes (child onClose hooks run before the db plugin's).
+
+export type RecordOutcome = 'stored' | 'unknown-website';
+
+export interface AnalyticsBatcher {
+  /** Resolves after commit; rejects with 503 when the batch fails or the queue is full. */
+  record(row: EventRow): Promise<RecordOutcome>;
+  /** Marks an ingestion request as in flight, so closing waits for it. */
+  admit(request: FastifyRequest): void;
+  release(request: FastifyRequest): void;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    analyticsBatcher: AnalyticsBatcher;
+  }
+}
+
+// Deadlock or serialization failure, or a website deleted while its batch was
+// written: a second attempt either succeeds or skips that website's rows.
+const RETRYABLE = new Set(['40P01', '40001', '23503']);
+
+export default fp<{ config: Config }>(
+  async function analyticsBatcherPlugin(app: FastifyInstance, { config }) {
+    const inFlightRequests = new Set<FastifyRequest>();
+
+    async function write(rows: EventRow[]): Promise<RecordOutcome[]> {
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          const stored = await insertEventBatchElevated(app.db.sql, rows);
+          return rows.map((row) => (stored.has(row.id) ? 'stored' : 'unknown-website'));
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (attempt === 1 && code !== undefined && RETRYABLE.has(code)) continue;
+          app.log.error({ err: error, events: rows.length }, 'analytics batch failed; its requests get 503');
+          throw error;
+        }
+      }
+    }
+
+    const batches = createGroupCommit<EventRow, RecordOutcome>({
+      maxRows: config.ANALYTICS_BATCH_MAX_ROWS,
+      maxWaitMs: config.ANALYTICS_BATCH_MAX_WAIT_MS,
+      maxInFlight: config.ANALYTICS_BATCH_MAX_IN_FLIGHT,
+      queueMax: config.ANALYTICS_QUEUE_MAX,
+      write,
+    });
+
+    app.decorate('analyticsBatcher', {
+      async record(row: EventRow) {
+        try {
+          return await batches.add(row);
+        } catch (error) {
+          if (error instanceof QueueFullError) throw serviceUnavailable('Too many analytics events waiting; try again shortly');
+          if (error instanceof ClosedError) throw serviceUnavailable('Service is shutting down');
+          throw serviceUnavailable('Analytics event could not be stored');
+        }
+      },
+      admit: (request: FastifyRequest) => void inFlightRequests.add(request),
+      release: (request: FastifyRequest) => void inFlightRequests.delete(request),
+    });
+
+    app.addHook('onClose', async () => {
+      await batches.drain({ settled: () => inFlightRequests.size === 0, timeoutMs: config.SHUTDOWN_TIMEOUT_MS });
+    });
+  },
+  { name: 'analytics-batcher', dependencies: ['db'] },
+);

@@ -1,0 +1,67 @@
+import { createHash, createHmac } from 'node:crypto';
+import { isbot } from 'isbot';
+import { UAParser } from 'ua-parser-js';
+import { utcDay } from './dates.ts';
+
+// What ingestion derives from a request before storing an event: bot or not,
+// device type, referrer host and the visitor id. The IP address is used for
+// the visitor hash only and never stored.
+
+export type DeviceType = 'desktop' | 'mobile' | 'tablet';
+
+export interface UserAgentFacts {
+  bot: boolean;
+  device: DeviceType;
+}
+
+const UA_CACHE_SIZE = 5_000;
+const userAgentCache = new Map<string, UserAgentFacts>();
+
+/** Parsing is the costly part of ingestion and few user agents repeat a lot: cache them. */
+export function describeUserAgent(userAgent: string): UserAgentFacts {
+  const cached = userAgentCache.get(userAgent);
+  if (cached) return cached;
+  const type = UAParser(userAgent).device.type;
+  // ua-parser-js leaves desktops untyped; TVs, consoles and the like count as desktop.
+  const device: DeviceType = type === 'mobile' || type === 'wearable' ? 'mobile' : type === 'tablet' ? 'tablet' : 'desktop';
+  const facts = { bot: isbot(userAgent), device };
+  if (userAgentCache.size >= UA_CACHE_SIZE) userAgentCache.delete(userAgentCache.keys().next().value as string);
+  userAgentCache.set(userAgent, facts);
+  return facts;
+}
+
+/** The referrer's host, lower case, without a leading `www.`; null when absent or not a URL. */
+export function referrerHost(referrer: string | undefined): string | null {
+  if (!referrer) return null;
+  try {
+    const host = new URL(referrer).hostname.toLowerCase().replace(/^www\./, '');
+    return host === '' ? null : host.slice(0, 253);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Visitor ids without cookies or stored IPs: the day's salt is derived from
+ * a server secret with HMAC, so it changes every UTC day and the same person
+ * cannot be linked across days; the id is SHA-256 over that salt, the
+ * website, the IP and the user agent (the salt is a fixed-length prefix, so a
+ * plain hash serves; an HMAC per event would cost a key setup each time).
+ */
+export function createVisitorIds(secret: string) {
+  let saltDay = '';
+  let salt = Buffer.alloc(0);
+  return function visitorId(input: { userId?: string; websiteId: string; ip: string; userAgent: string; at: Date }): string {
+    if (input.userId) return input.userId;
+    const day = utcDay(input.at);
+    if (day !== saltDay) {
+      salt = createHmac('sha256', secret).update(`analytics-visitor-salt:${day}`).digest();
+      saltDay = day;
+    }
+    return createHash('sha256')
+      .update(salt)
+      .update(`${input.websiteId}\n${input.ip}\n${input.userAgent}`)
+      .digest('base64url')
+      .slice(0, 22);
+  };
+}

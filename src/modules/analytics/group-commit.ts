@@ -1,0 +1,96 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+
+// Group commit: callers wait for the batch that carries their item. A batch
+// is written when it is full (maxRows) or its first item has waited
+// maxWaitMs, whichever comes first, with at most maxInFlight batches being
+// written at once; items that arrive meanwhile form the next batch. A failed
+// batch fails exactly its own callers.
+
+export interface GroupCommitOptions<T, R> {
+  maxRows: number;
+  maxWaitMs: number;
+  maxInFlight: number;
+  /** Items waiting beyond this are refused at once (backpressure). */
+  queueMax: number;
+  /** Writes one batch (one transaction) and returns each item's result, in order. */
+  write(items: T[]): Promise<R[]>;
+}
+
+export class QueueFullError extends Error {}
+export class ClosedError extends Error {}
+
+interface Waiting<T, R> {
+  item: T;
+  resolve(result: R): void;
+  reject(error: unknown): void;
+}
+
+export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
+  const queue: Waiting<T, R>[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  let inFlight = 0;
+  let draining = false;
+  let closed = false;
+
+  function startBatches() {
+    if (timer) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    while (inFlight < options.maxInFlight && queue.length > 0) {
+      const batch = queue.splice(0, options.maxRows);
+      inFlight += 1;
+      void writeBatch(batch);
+    }
+  }
+
+  async function writeBatch(batch: Waiting<T, R>[]) {
+    try {
+      const results = await options.write(batch.map((waiting) => waiting.item));
+      batch.forEach((waiting, index) => waiting.resolve(results[index]));
+    } catch (error) {
+      for (const waiting of batch) waiting.reject(error);
+    } finally {
+      inFlight -= 1;
+      // Whatever queued up while this batch was written goes next.
+      if (queue.length > 0) startBatches();
+    }
+  }
+
+  function schedule() {
+    if (draining || queue.length >= options.maxRows) startBatches();
+    else timer ??= setTimeout(startBatches, options.maxWaitMs);
+  }
+
+  return {
+    /** Resolves once the batch carrying `item` is committed. */
+    add(item: T): Promise<R> {
+      if (closed) return Promise.reject(new ClosedError('no longer accepting items'));
+      if (queue.length >= options.queueMax) return Promise.reject(new QueueFullError('too many items waiting'));
+      return new Promise<R>((resolve, reject) => {
+        queue.push({ item, resolve, reject });
+        schedule();
+      });
+    },
+
+    /**
+     * Writes everything queued, at once and until `settled()` (e.g. no
+     * request in flight) holds with nothing queued or being written; then
+     * refuses new items. Items still queued after `timeoutMs` are refused.
+     */
+    async drain({ settled = () => true, timeoutMs = 30_000 }: { settled?: () => boolean; timeoutMs?: number } = {}) {
+      draining = true;
+      const deadline = Date.now() + timeoutMs;
+      while (!(queue.length === 0 && inFlight === 0 && settled()) && Date.now() < deadline) {
+        startBatches();
+        await sleep(1);
+      }
+      closed = true;
+      for (const waiting of queue.splice(0)) waiting.reject(new ClosedError('closed before the item was written'));
+    },
+
+    stats: () => ({ queued: queue.length, inFlight }),
+  };
+}
+
+export type GroupCommit<T, R> = ReturnType<typeof createGroupCommit<T, R>>;

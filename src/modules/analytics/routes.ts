@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { ConfigError, type Config } from '../../config.ts';
+import { unauthorized } from '../../lib/errors.ts';
+import { WEBSITE_READERS } from '../websites/permissions.ts';
+import { createWebsitesService } from '../websites/service.ts';
+import analyticsBatcherPlugin from './batcher.ts';
+import type { AnalyticsReader } from './permissions.ts';
+import {
+  DailySeriesResponseSchema,
+  DateRangeQuerySchema,
+  IgnoredEventResponseSchema,
+  RecordedEventResponseSchema,
+  RecordEventBodySchema,
+  SummaryQuerySchema,
+  SummaryResponseSchema,
+  WebsiteSummaryParamsSchema,
+  WebsiteSummaryQuerySchema,
+} from './schemas.ts';
+import { createIngestService, createSummaryService } from './service.ts';
+
+// Analytics routes (SPEC section 4, issue 5), under /api/analytics. Ingestion is public and answers
+// after commit (group commit, batcher.ts); queries need a viewer, editor or
+// admin, or the website's own API key in X-API-Key.
+
+const INGEST_BODY_LIMIT = 16 * 1024;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    analyticsReader: AnalyticsReader | null;
+  }
+}
+
+const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+  if (!config.ANALYTICS_SALT_SECRET && config.NODE_ENV === 'production') {
+    throw new ConfigError('Invalid configuration: ANALYTICS_SALT_SECRET is missing (required in production)');
+  }
+  // Without a configured secret (development, tests) visitor ids hold for this process only.
+  const saltSecret = config.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex');
+
+  await app.register(analyticsBatcherPlugin, { config });
+  const ingest = createIngestService({ batcher: app.analyticsBatcher, saltSecret });
+  const summaries = createSummaryService({ db: app.db });
+  const websites = createWebsitesService({ db: app.db });
+  const requireReaderRole = app.requireRole(...WEBSITE_READERS);
+
+  app.decorateRequest('analyticsReader', null);
+
+  /** X-API-Key when given (must be a website's key), otherwise a Bearer token with a reader role. */
+  async function identifyReader(request: FastifyRequest, reply: FastifyReply) {
+    const apiKey = request.headers['x-api-key'];
+    if (apiKey !== undefined) {
+      const website = typeof apiKey === 'string' ? await websites.findByApiKeyElevated(apiKey) : undefined;
+      if (!website) throw unauthorized();
+      request.analyticsReader = { kind: 'api-key', websiteId: website.id };
+      return;
+    }
+    await requireReaderRole.call(app, request, reply, () => {});
+    if (request.caller) request.analyticsReader = { kind: 'caller', caller: request.caller };
+  }
+
+  const readerOf = (request: FastifyRequest): AnalyticsReader => {
+    if (!request.analyticsReader) throw unauthorized();
+    return request.analyticsReader;
+  };
+
+  const tags = ['analytics'];
+  const security: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
+
+  app.post(
+    '/',
+    {
+      bodyLimit: INGEST_BODY_LIMIT,
+      onRequest: async (request) => app.analyticsBatcher.admit(request),
+      onResponse: async (request) => app.analyticsBatcher.release(request),
+      onRequestAbort: async (request) => app.analyticsBatcher.release(request),
+      schema: {
+        tags,
+        summary: 'Record an analytics event (public); answered after it is committed',
+        body: RecordEventBodySchema,
+        response: { 201: RecordedEventResponseSchema, 202: IgnoredEventResponseSchema },
+      },
+    },
+    async (request, reply) => {
+      const result = await ingest.record(request.body, { ip: request.ip });
+      if (result.kind === 'bot') return reply.status(202).send({ success: true as const });
+      return reply
+        .status(201)
+        .send({ success: true as const, message: 'Event recorded', data: { id: result.id, timestamp: result.timestamp } });
+    },
+  );
+
+  app.get(
+    '/',
+    {
+      onRequest: identifyReader,
+      schema: { tags, security, summary: 'Summary of a website over whole UTC days', querystring: SummaryQuerySchema, response: { 200: SummaryResponseSchema } },
+    },
+    async (request) => {
+      const { websiteId, startDate, endDate } = request.query;
+      const summary = await summaries.summary(readerOf(request), { websiteId, startDate, endDate });
+      return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
+    },
+  );
+
+  app.get(
+    '/website/:websiteId',
+    {
+      onRequest: identifyReader,
+      schema: {
+        tags,
+        security,
+        summary: 'Summary of one website (same as GET /api/analytics)',
+        params: WebsiteSummaryParamsSchema,
+        querystring: WebsiteSummaryQuerySchema,
+        response: { 200: SummaryResponseSchema },
+      },
+    },
+    async (request) => {
+      const { websiteId } = request.params;
+      const { startDate, endDate } = request.query;
+      const summary = await summaries.summary(readerOf(request), { websiteId, startDate, endDate });
+      return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
+    },
+  );
+
+  app.get(
+    '/date-range',
+    {
+      onRequest: identifyReader,
+      schema: { tags, security, summary: 'Daily page views, visitors and sessions, zero days included', querystring: DateRangeQuerySchema, response: { 200: DailySeriesResponseSchema } },
+    },
+    async (request) => {
+      const { websiteId, startDate, endDate } = request.query;
+      const series = await summaries.dailySeries(readerOf(request), { websiteId, startDate, endDate });
+      return { success: true as const, data: { websiteId, ...series } };
+    },
+  );
+};
+
+export default analyticsRoutes;

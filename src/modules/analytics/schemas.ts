@@ -1,0 +1,112 @@
+import { z } from 'zod';
+import { boundedJsonObject, isStorableText } from '../websites/schemas.ts';
+import { addDays, daysInRange, isCalendarDay, utcDay } from './dates.ts';
+
+// Request and response shapes of the analytics routes (SPEC sections 2 and 4,
+// issue 5). Every input is bounded; dates are whole UTC days.
+
+export const EVENT_TYPES = ['page_view', 'click', 'form_submit', 'custom'] as const;
+export const METADATA_MAX_BYTES = 4096;
+export const MAX_RANGE_DAYS = 366;
+export const DEFAULT_RANGE_DAYS = 30;
+
+const text = (label: string, max: number) =>
+  z
+    .string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) })
+    .min(1, `${label} is required`)
+    .max(max, `${label} must be at most ${max} characters`)
+    .refine(isStorableText, `${label} must not contain NUL characters or unpaired surrogates`);
+
+export const RecordEventBodySchema = z.object({
+  // Any string: an id that is not one of our websites is simply not found (404).
+  websiteId: text('Website id', 64),
+  eventType: z.enum(EVENT_TYPES, { error: `Event type must be one of: ${EVENT_TYPES.join(', ')}` }),
+  page: text('Page', 2048),
+  referrer: z
+    .string({ error: 'Referrer must be a string' })
+    .max(2048, 'Referrer must be at most 2048 characters')
+    .refine(isStorableText, 'Referrer must not contain NUL characters or unpaired surrogates')
+    .optional(),
+  userAgent: text('User agent', 1024),
+  sessionId: text('Session id', 128),
+  userId: text('User id', 128).optional(),
+  metadata: boundedJsonObject('Metadata', METADATA_MAX_BYTES).optional(),
+});
+export type RecordEventBody = z.infer<typeof RecordEventBodySchema>;
+
+export const RecordedEventResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.uuid(), timestamp: z.iso.datetime() }),
+});
+
+export const IgnoredEventResponseSchema = z.object({ success: z.literal(true) });
+
+const day = (label: string) =>
+  z
+    .string()
+    .refine(isCalendarDay, `${label} must be a date written YYYY-MM-DD`)
+    .optional();
+
+/** Fills in the default range: the last 30 days up to today (UTC), or 30 days up to endDate. */
+function resolveRange<Q extends { startDate?: string; endDate?: string }>(query: Q) {
+  const endDate = query.endDate ?? utcDay(new Date());
+  const startDate = query.startDate ?? addDays(endDate, -(DEFAULT_RANGE_DAYS - 1));
+  return { ...query, startDate, endDate };
+}
+
+function checkRange({ startDate, endDate }: { startDate: string; endDate: string }, context: z.RefinementCtx) {
+  const days = daysInRange(startDate, endDate);
+  if (days < 1) context.addIssue({ code: 'custom', path: ['startDate'], message: 'Start date must not be after end date' });
+  else if (days > MAX_RANGE_DAYS) {
+    context.addIssue({ code: 'custom', path: ['endDate'], message: `Date range must be at most ${MAX_RANGE_DAYS} days` });
+  }
+}
+
+const websiteId = z.uuid({ error: (issue) => (issue.input === undefined ? 'Website id is required' : 'Website id must be a UUID') });
+
+export const SummaryQuerySchema = z
+  .object({ websiteId, startDate: day('Start date'), endDate: day('End date') })
+  .transform(resolveRange)
+  .superRefine(checkRange);
+export const DateRangeQuerySchema = SummaryQuerySchema;
+export const WebsiteSummaryParamsSchema = z.object({ websiteId });
+export const WebsiteSummaryQuerySchema = z
+  .object({ startDate: day('Start date'), endDate: day('End date') })
+  .transform(resolveRange)
+  .superRefine(checkRange);
+
+export interface DayRange {
+  websiteId: string;
+  startDate: string;
+  endDate: string;
+}
+
+const count = z.number().int().nonnegative();
+
+export const AnalyticsSummarySchema = z.object({
+  pageViews: count,
+  uniqueVisitors: count,
+  sessions: count,
+  avgSessionDuration: count,
+  bounceRate: z.number().min(0).max(1),
+  topPages: z.array(z.object({ page: z.string(), views: count })),
+  referrers: z.array(z.object({ source: z.string(), count })),
+  devices: z.array(z.object({ type: z.enum(['desktop', 'mobile', 'tablet']), count })),
+  avgLoadTime: z.number().nullable(),
+});
+export type AnalyticsSummary = z.infer<typeof AnalyticsSummarySchema>;
+
+export const SummaryResponseSchema = z.object({
+  success: z.literal(true),
+  data: AnalyticsSummarySchema.extend({ websiteId: z.uuid(), startDate: z.string(), endDate: z.string() }),
+});
+
+export const DailySeriesSchema = z.object({
+  startDate: z.string(),
+  endDate: z.string(),
+  days: z.array(z.object({ date: z.string(), pageViews: count, uniqueVisitors: count, sessions: count })),
+});
+export type DailySeries = z.infer<typeof DailySeriesSchema>;
+
+export const DailySeriesResponseSchema = z.object({ success: z.literal(true), data: DailySeriesSchema.extend({ websiteId: z.uuid() }) });

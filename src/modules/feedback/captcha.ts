@@ -1,0 +1,47 @@
+import type { Config } from '../../config.ts';
+
+// Server-side check of a captcha answer with the provider's siteverify
+// protocol, which Cloudflare Turnstile and hCaptcha share: a form-encoded
+// POST of secret, response and remoteip, answered by JSON `{success, ...}`.
+// Without a secret there is nothing to check (docs/feedback.md).
+
+export const SITEVERIFY_URLS = {
+  turnstile: 'https://challenges.cloudflare.com/turnstile/v0/siteverify',
+  hcaptcha: 'https://api.hcaptcha.com/siteverify',
+} as const;
+
+const VERIFY_TIMEOUT_MS = 5_000;
+
+export type CaptchaVerdict = 'passed' | 'failed' | 'unavailable';
+
+export interface CaptchaVerifier {
+  readonly enabled: boolean;
+  verify(token: string | undefined, remoteIp: string): Promise<CaptchaVerdict>;
+}
+
+export function createCaptchaVerifier(config: Config): CaptchaVerifier {
+  const secret = config.CAPTCHA_SECRET;
+  if (!secret) return { enabled: false, verify: async () => 'passed' };
+  const url = config.CAPTCHA_VERIFY_URL ?? SITEVERIFY_URLS[config.CAPTCHA_PROVIDER];
+
+  return {
+    enabled: true,
+    async verify(token, remoteIp) {
+      if (!token) return 'failed';
+      let response: Response;
+      try {
+        response = await fetch(url, {
+          method: 'POST',
+          body: new URLSearchParams({ secret, response: token, remoteip: remoteIp }),
+          signal: AbortSignal.timeout(VERIFY_TIMEOUT_MS),
+        });
+      } catch {
+        return 'unavailable';
+      }
+      if (!response.ok) return 'unavailable';
+      const answer = (await response.json().catch(() => undefined)) as { success?: unknown } | undefined;
+      if (answer === undefined) return 'unavailable';
+      return answer.success === true ? 'passed' : 'failed';
+    },
+  };
+}

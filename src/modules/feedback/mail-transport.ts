@@ -1,0 +1,88 @@
+import { createTransport } from 'nodemailer';
+import { Resend } from 'resend';
+import type { Config } from '../../config.ts';
+
+// How notification e-mails leave: Resend when RESEND_API_KEY is set
+// (production), else SMTP at SMTP_URL (the local sink in development), else
+// nowhere, and the outbox keeps them until a transport is configured.
+
+export const SEND_TIMEOUT_MS = 10_000;
+const RESEND_DEFAULT_BASE_URL = 'https://api.resend.com';
+
+export interface OutgoingMail {
+  from: string;
+  to: string[];
+  subject: string;
+  html: string;
+  text: string;
+}
+
+/** A failed send; `permanent` when sending the same message again cannot succeed. */
+export class DeliveryError extends Error {
+  readonly permanent: boolean;
+
+  constructor(message: string, permanent: boolean) {
+    super(message);
+    this.permanent = permanent;
+  }
+}
+
+export interface MailTransport {
+  readonly name: 'resend' | 'smtp';
+  /** Sends once; the key lets the provider drop a repeat of the same message. */
+  send(mail: OutgoingMail, idempotencyKey: string): Promise<{ providerMessageId?: string }>;
+  close(): void;
+}
+
+function resendTransport(apiKey: string, baseUrl: string | undefined): MailTransport {
+  // Base URL and user agent are passed so the package never falls back to
+  // reading process.env (config is parsed once, in config.ts).
+  const resend = new Resend(apiKey, { baseUrl: baseUrl ?? RESEND_DEFAULT_BASE_URL, userAgent: 'portfolio-backend' });
+  return {
+    name: 'resend',
+    async send(mail, idempotencyKey) {
+      const { data, error } = await resend.emails.send(
+        { from: mail.from, to: mail.to, subject: mail.subject, html: mail.html, text: mail.text },
+        { idempotencyKey, signal: AbortSignal.timeout(SEND_TIMEOUT_MS) },
+      );
+      if (error) {
+        // 400 and 422: the message itself is refused. Everything else (no
+        // answer, 401/403 keys, 409 a concurrent request, 429, 5xx) may pass later.
+        const status = error.statusCode ?? null;
+        throw new DeliveryError(`resend ${status ?? 'unreachable'}: ${error.name}: ${error.message}`, status === 400 || status === 422);
+      }
+      return { providerMessageId: data?.id };
+    },
+    close() {},
+  };
+}
+
+function smtpTransport(url: string): MailTransport {
+  const transporter = createTransport({
+    url,
+    connectionTimeout: SEND_TIMEOUT_MS,
+    greetingTimeout: SEND_TIMEOUT_MS,
+    socketTimeout: SEND_TIMEOUT_MS,
+  });
+  return {
+    name: 'smtp',
+    async send(mail, idempotencyKey) {
+      try {
+        // SMTP has no idempotency; a stable Message-ID lets mail systems drop repeats.
+        const info = await transporter.sendMail({ ...mail, messageId: `<${idempotencyKey}@portfolio-backend>` });
+        return { providerMessageId: info.messageId };
+      } catch (error) {
+        const code = (error as { responseCode?: unknown }).responseCode;
+        // 5xx replies are final; 4xx and connection failures are worth retrying.
+        throw new DeliveryError(`smtp: ${(error as Error).message}`, typeof code === 'number' && code >= 500);
+      }
+    },
+    close: () => transporter.close(),
+  };
+}
+
+export function createMailTransport(config: Config): MailTransport | undefined {
+  if (config.RESEND_API_KEY) return resendTransport(config.RESEND_API_KEY, config.RESEND_BASE_URL);
+  if (config.SMTP_URL) return smtpTransport(config.SMTP_URL);
+  return undefined;
+}

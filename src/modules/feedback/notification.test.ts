@@ -1,0 +1,54 @@
+import escapeHtml from 'escape-html';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../config.ts';
+import { adminUrl, renderFeedbackNotification, unescapeStoredText } from './notification.ts';
+
+describe('unescapeStoredText', () => {
+  it('is the inverse of escape-html for every string', () => {
+    fc.assert(fc.property(fc.string({ unit: 'binary' }), (text) => unescapeStoredText(escapeHtml(text)) === text));
+  });
+
+  it('turns back one level only', () => {
+    expect(unescapeStoredText('&amp;lt;b&amp;gt;')).toBe('&lt;b&gt;');
+  });
+});
+
+describe('renderFeedbackNotification', () => {
+  const stored = {
+    id: '00000000-0000-4000-8000-000000000001',
+    name: escapeHtml('Ann <b>'),
+    email: 'ann@example.test',
+    rating: 5,
+    comment: escapeHtml('Great & "fast" <site>'),
+    category: null,
+    location: null,
+  };
+
+  it('HTML never carries live markup from the feedback, even for a row stored unescaped', () => {
+    const raw = { ...stored, name: '<img src=x onerror=alert(1)>', comment: '<script>x</script>' };
+    fc.assert(
+      fc.property(fc.constantFrom(stored, raw), (feedback) => {
+        const { html } = renderFeedbackNotification(feedback, 'https://admin.example.test');
+        return !/<(script|img|b>)/i.test(html);
+      }),
+    );
+  });
+
+  it('says "Not given" for a missing category and location, and links to the feedback', () => {
+    const { subject, text } = renderFeedbackNotification(stored, 'https://admin.example.test');
+    expect(subject).toBe('New Feedback Submission');
+    expect(text).toContain('Category: Not given');
+    expect(text).toContain('Location: Not given');
+    expect(text).toContain('Great & "fast" <site>');
+    expect(text).toContain(`https://admin.example.test/feedback/${stored.id}`);
+  });
+});
+
+describe('adminUrl', () => {
+  it('defaults to the front end with /admin, and takes ADMIN_URL when set', () => {
+    expect(adminUrl(parseConfig({ DATABASE_URL: 'x' }))).toBe('http://localhost:5173/admin');
+    expect(adminUrl(parseConfig({ DATABASE_URL: 'x', FRONTEND_URL: 'https://www.example.test/' }))).toBe('https://www.example.test/admin');
+    expect(adminUrl(parseConfig({ DATABASE_URL: 'x', ADMIN_URL: 'https://admin.example.test/' }))).toBe('https://admin.example.test');
+  });
+});

@@ -1,0 +1,85 @@
+import escapeHtml from 'escape-html';
+import type { Config } from '../../config.ts';
+import { frontendUrl } from '../../config.ts';
+
+// The administrators' e-mail about new feedback (SPEC section 6): subject
+// `New Feedback Submission`, the submitter's name and e-mail, rating,
+// comment, category, location and a direct link, as HTML and plain text.
+
+export const NOTIFICATION_SUBJECT = 'New Feedback Submission';
+
+/** Stored feedback fields the e-mail shows; text is HTML-escaped as stored. */
+export interface NotifiedFeedback {
+  id: string;
+  name: string;
+  email: string;
+  rating: number;
+  comment: string;
+  category: string | null;
+  location: string | null;
+}
+
+export interface RenderedMail {
+  subject: string;
+  html: string;
+  text: string;
+}
+
+/** Where the admin UI lives; the link is `${adminUrl}/feedback/<id>`. */
+export function adminUrl(config: Config): string {
+  return (config.ADMIN_URL ?? `${frontendUrl(config).replace(/\/+$/, '')}/admin`).replace(/\/+$/, '');
+}
+
+export function feedbackLink(base: string, id: string): string {
+  return `${base}/feedback/${encodeURIComponent(id)}`;
+}
+
+// escape-html has no inverse. Stored text went through it, so exactly its
+// five entities are turned back, in one pass (`&amp;lt;` becomes `&lt;`).
+const ENTITIES: Record<string, string> = { '&amp;': '&', '&lt;': '<', '&gt;': '>', '&quot;': '"', '&#39;': "'" };
+export function unescapeStoredText(value: string): string {
+  return value.replace(/&(?:amp|lt|gt|quot|#39);/g, (entity) => ENTITIES[entity]);
+}
+
+export function renderFeedbackNotification(feedback: NotifiedFeedback, base: string): RenderedMail {
+  const link = feedbackLink(base, feedback.id);
+  // Plain text: the submitter's words as typed.
+  const fields: [string, string][] = [
+    ['Name', unescapeStoredText(feedback.name)],
+    ['Email', unescapeStoredText(feedback.email)],
+    ['Rating', `${feedback.rating} / 5`],
+    ['Category', feedback.category === null ? 'Not given' : unescapeStoredText(feedback.category)],
+    ['Location', feedback.location === null ? 'Not given' : unescapeStoredText(feedback.location)],
+  ];
+  const comment = unescapeStoredText(feedback.comment);
+
+  const text = [
+    'New feedback was submitted.',
+    '',
+    ...fields.map(([label, value]) => `${label}: ${value}`),
+    '',
+    'Comment:',
+    comment,
+    '',
+    `Open it: ${link}`,
+    '',
+  ].join('\n');
+
+  // HTML: escaped once more from the plain form, so a row that reached the
+  // table without the service's escaping cannot inject markup either.
+  const rows = fields
+    .map(([label, value]) => `<tr><th align="left" style="padding:4px 12px 4px 0">${label}</th><td>${escapeHtml(value)}</td></tr>`)
+    .join('\n');
+  const html = `<!doctype html>
+<html><body style="font-family:sans-serif">
+<h1 style="font-size:18px">${NOTIFICATION_SUBJECT}</h1>
+<table>
+${rows}
+</table>
+<h2 style="font-size:16px">Comment</h2>
+<p style="white-space:pre-wrap">${escapeHtml(comment)}</p>
+<p><a href="${escapeHtml(link)}">Open the feedback in the admin</a></p>
+</body></html>
+`;
+  return { subject: NOTIFICATION_SUBJECT, html, text };
+}

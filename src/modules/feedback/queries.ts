@@ -1,0 +1,135 @@
+import type { Tx } from '../../plugins/db.ts';
+import type { Feedback } from './schemas.ts';
+
+// One query per function, named after what it returns. Every function takes
+// the transaction of `app.db.asActor`, so row-level security decides.
+
+export type FeedbackStatus = Feedback['status'];
+
+export interface NewFeedbackRow {
+  id: string;
+  name: string;
+  email: string;
+  comment: string;
+  rating: number;
+  location: string | null;
+  category: string | null;
+  screenshot: string | null;
+  websiteId: string | null;
+}
+
+export interface FeedbackFilter {
+  status?: FeedbackStatus;
+  websiteId?: string;
+}
+
+interface FeedbackRow {
+  id: string;
+  name: string;
+  email: string;
+  comment: string;
+  rating: number;
+  status: FeedbackStatus;
+  location: string | null;
+  category: string | null;
+  screenshot: string | null;
+  admin_notes: string | null;
+  resolved_by: string | null;
+  resolved_at: Date | null;
+  website_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+function toFeedback(row: FeedbackRow): Feedback {
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    comment: row.comment,
+    rating: row.rating,
+    status: row.status,
+    location: row.location,
+    category: row.category,
+    screenshot: row.screenshot,
+    adminNotes: row.admin_notes,
+    resolvedBy: row.resolved_by,
+    resolvedAt: row.resolved_at?.toISOString() ?? null,
+    websiteId: row.website_id,
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString(),
+  };
+}
+
+/**
+ * Inserts submitted feedback; the outbox row is added by a trigger in the same
+ * transaction. No `returning`: submitters may insert but not read, and
+ * RETURNING needs SELECT under row-level security, so the id comes from the caller.
+ */
+export async function insertFeedback(tx: Tx, row: NewFeedbackRow): Promise<void> {
+  await tx`
+    insert into public.feedback (id, name, email, comment, rating, location, category, screenshot, website_id)
+    values (${row.id}, ${row.name}, ${row.email}, ${row.comment}, ${row.rating},
+            ${row.location}, ${row.category}, ${row.screenshot}, ${row.websiteId})`;
+}
+
+function where(tx: Tx, filter: FeedbackFilter) {
+  return tx`
+    where (${filter.status ?? null}::public.feedback_status is null or status = ${filter.status ?? null}::public.feedback_status)
+      and (${filter.websiteId ?? null}::uuid is null or website_id = ${filter.websiteId ?? null}::uuid)`;
+}
+
+export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<number> {
+  const [row] = await tx<{ total: number }[]>`select count(*)::int as total from public.feedback ${where(tx, filter)}`;
+  return row.total;
+}
+
+/** A page of feedback, newest first (id breaks ties so pages never overlap). */
+export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { limit: number; offset: number }): Promise<Feedback[]> {
+  const rows = await tx<FeedbackRow[]>`
+    select id, name, email, comment, rating, status, location, category, screenshot,
+           admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
+      from public.feedback
+      ${where(tx, filter)}
+     order by created_at desc, id desc
+     limit ${page.limit} offset ${page.offset}`;
+  return rows.map(toFeedback);
+}
+
+export interface TriageChange {
+  status?: FeedbackStatus;
+  adminNotes?: string;
+  resolvedBy?: string;
+  /** Who resolves when the change resolves without naming anyone. */
+  actingAdmin: string;
+}
+
+/**
+ * Applies an admin's triage change. Resolving sets resolved_at (kept when
+ * already resolved) and resolved_by (given, else kept, else the acting
+ * admin); back to pending clears both; archiving keeps them. Undefined when
+ * no row with that id is visible.
+ */
+export async function updateFeedbackTriage(
+  tx: Tx,
+  id: string,
+  change: TriageChange,
+): Promise<{ id: string; status: FeedbackStatus; resolvedAt: string | null } | undefined> {
+  const status = change.status ?? null;
+  const resolvedBy = change.resolvedBy ?? null;
+  const [row] = await tx<{ id: string; status: FeedbackStatus; resolved_at: Date | null }[]>`
+    update public.feedback set
+      status = coalesce(${status}::public.feedback_status, status),
+      admin_notes = case when ${change.adminNotes !== undefined} then ${change.adminNotes ?? null} else admin_notes end,
+      resolved_at = case ${status}::public.feedback_status
+        when 'resolved' then case when status = 'resolved' then resolved_at else now() end
+        when 'pending' then null
+        else resolved_at end,
+      resolved_by = case ${status}::public.feedback_status
+        when 'resolved' then coalesce(${resolvedBy}, case when status = 'resolved' then resolved_by end, ${change.actingAdmin})
+        when 'pending' then null
+        else coalesce(${resolvedBy}, resolved_by) end
+     where id = ${id}
+     returning id, status, resolved_at`;
+  return row && { id: row.id, status: row.status, resolvedAt: row.resolved_at?.toISOString() ?? null };
+}

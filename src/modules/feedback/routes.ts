@@ -1,0 +1,87 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Config } from '../../config.ts';
+import { actorFor } from '../../plugins/auth.ts';
+import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
+import { createCaptchaVerifier } from './captcha.ts';
+import {
+  FeedbackIdParamsSchema,
+  ListFeedbackQuerySchema,
+  ListFeedbackResponseSchema,
+  SubmitFeedbackBodySchema,
+  SubmitFeedbackResponseSchema,
+  UpdateFeedbackBodySchema,
+  UpdateFeedbackResponseSchema,
+} from './schemas.ts';
+import { MAX_SCREENSHOT_CHARS } from './screenshot.ts';
+import { createFeedbackService } from './service.ts';
+
+// SPEC section 4, feedback routes: public submission (and its legacy path),
+// admin list (and its alias) and admin triage.
+
+/** Room for a 5 MiB screenshot as base64 plus the other fields; the global limit stays small. */
+export const SUBMIT_BODY_LIMIT = MAX_SCREENSHOT_CHARS + 256 * 1024;
+
+const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+  const feedback = createFeedbackService({
+    db: app.db,
+    captcha: createCaptchaVerifier(config),
+    onSubmitted: () => app.feedbackOutbox.wake(),
+  });
+
+  const submit = {
+    ...inRateLimitGroup(app, 'feedback'),
+    bodyLimit: SUBMIT_BODY_LIMIT,
+    schema: {
+      tags: ['feedback'],
+      summary: 'Submit feedback (public)',
+      body: SubmitFeedbackBodySchema,
+      response: { 201: SubmitFeedbackResponseSchema },
+    },
+  };
+  for (const url of ['/api/feedback', '/api/feedback/submit-feedback']) {
+    app.post(url, submit, async (request, reply) => {
+      const data = await feedback.submit(request.body, request.ip);
+      return reply.status(201).send({ success: true as const, message: 'Feedback submitted successfully', data });
+    });
+  }
+
+  const list = {
+    onRequest: app.requireRole('admin'),
+    schema: {
+      tags: ['feedback'],
+      summary: 'List feedback, newest first (admin)',
+      security: [{ bearer: [] }],
+      querystring: ListFeedbackQuerySchema,
+      response: { 200: ListFeedbackResponseSchema },
+    },
+  };
+  for (const url of ['/api/feedback/get-feedback', '/api/get-feedback']) {
+    app.get(url, list, async (request) => {
+      const { data, total } = await feedback.list(actorFor(request.caller), request.query);
+      return { success: true as const, data, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
+    });
+  }
+
+  app.put(
+    '/api/feedback/:id',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        tags: ['feedback'],
+        summary: 'Change the status or notes of feedback (admin)',
+        security: [{ bearer: [] }],
+        params: FeedbackIdParamsSchema,
+        body: UpdateFeedbackBodySchema,
+        response: { 200: UpdateFeedbackResponseSchema },
+      },
+    },
+    async (request) => {
+      // requireRole has set the caller.
+      const actingAdmin = request.caller?.userId ?? 'admin';
+      const data = await feedback.update(actorFor(request.caller), request.params.id, request.body, actingAdmin);
+      return { success: true as const, message: 'Feedback updated successfully', data };
+    },
+  );
+};
+
+export default feedbackRoutes;

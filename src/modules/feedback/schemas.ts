@@ -1,0 +1,123 @@
+import { z } from 'zod';
+import { SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
+
+// Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
+// Limits apply to the text as typed; it is HTML-escaped afterwards.
+
+export const FEEDBACK_STATUSES = ['pending', 'resolved', 'archived'] as const;
+export const FEEDBACK_CATEGORIES = ['Bug Report', 'Feature Request', 'General Feedback'] as const;
+
+export const FeedbackStatusSchema = z.enum(FEEDBACK_STATUSES, { error: `Status must be one of: ${FEEDBACK_STATUSES.join(', ')}` });
+
+/** A required string whose missing and wrong-type errors name the field. */
+const text = (label: string) =>
+  z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) }).trim();
+
+/** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
+export const SubmitFeedbackBodySchema = z.object({
+  name: text('Name').min(2, 'Name must be at least 2 characters').max(100, 'Name must be at most 100 characters'),
+  email: text('Email').pipe(z.email({ pattern: z.regexes.rfc5322Email, error: 'Invalid email format' }).max(254, 'Invalid email format')),
+  comment: text('Comment').min(10, 'Comment must be at least 10 characters').max(5000, 'Comment must be at most 5000 characters'),
+  rating: z
+    .number({ error: (issue) => (issue.input === undefined ? 'Rating is required' : 'Rating must be an integer from 1 to 5') })
+    .int('Rating must be an integer from 1 to 5')
+    .min(1, 'Rating must be an integer from 1 to 5')
+    .max(5, 'Rating must be an integer from 1 to 5'),
+  location: z
+    .url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' })
+    .max(2048, 'Location must be at most 2048 characters')
+    .optional(),
+  category: z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` }).optional(),
+  screenshot: z
+    .string({ error: SCREENSHOT_MESSAGES.format })
+    // One check, length first: a regular expression never walks an oversized string.
+    .superRefine((value, context) => {
+      const problem = screenshotProblem(value);
+      if (problem) context.addIssue({ code: 'custom', message: SCREENSHOT_MESSAGES[problem] });
+    })
+    .optional(),
+  websiteId: z.uuid({ error: 'Website id must be a UUID' }).optional(),
+  captchaToken: z.string().max(4096).optional(),
+});
+export type SubmitFeedbackBody = z.infer<typeof SubmitFeedbackBodySchema>;
+
+export const SubmitFeedbackResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.uuid(), status: FeedbackStatusSchema }),
+});
+
+export const ListFeedbackQuerySchema = z.object({
+  status: FeedbackStatusSchema.optional(),
+  // Not in the SPEC: narrows the list to one website's feedback.
+  websiteId: z.uuid({ error: 'Website id must be a UUID' }).optional(),
+  limit: z.coerce
+    .number({ error: 'Limit must be an integer from 1 to 100' })
+    .int('Limit must be an integer from 1 to 100')
+    .min(1, 'Limit must be an integer from 1 to 100')
+    .max(100, 'Limit must be an integer from 1 to 100')
+    .default(20),
+  offset: z.coerce
+    .number({ error: 'Offset must be a non-negative integer' })
+    .int('Offset must be a non-negative integer')
+    .min(0, 'Offset must be a non-negative integer')
+    .max(1_000_000, 'Offset must be at most 1000000')
+    .default(0),
+});
+export type ListFeedbackQuery = z.infer<typeof ListFeedbackQuerySchema>;
+
+const timestamp = z.iso.datetime();
+
+/** A feedback record as admins see it: every field, null where unset. */
+export const FeedbackSchema = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  email: z.string(),
+  comment: z.string(),
+  rating: z.number().int(),
+  status: FeedbackStatusSchema,
+  location: z.string().nullable(),
+  category: z.string().nullable(),
+  screenshot: z.string().nullable(),
+  adminNotes: z.string().nullable(),
+  resolvedBy: z.string().nullable(),
+  resolvedAt: timestamp.nullable(),
+  websiteId: z.uuid().nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+export type Feedback = z.infer<typeof FeedbackSchema>;
+
+export const ListFeedbackResponseSchema = z.object({
+  success: z.literal(true),
+  data: z.array(FeedbackSchema),
+  pagination: z.object({ total: z.number().int(), limit: z.number().int(), offset: z.number().int() }),
+});
+
+export const FeedbackIdParamsSchema = z.object({ id: z.uuid({ error: 'Feedback id must be a UUID' }) });
+
+export const UpdateFeedbackBodySchema = z
+  .object({
+    status: FeedbackStatusSchema.optional(),
+    adminNotes: z.string({ error: 'Admin notes must be a string' }).max(5000, 'Admin notes must be at most 5000 characters').optional(),
+    resolvedBy: z
+      .string({ error: 'resolvedBy must be a string' })
+      .trim()
+      .min(1, 'resolvedBy must not be empty')
+      .max(200, 'resolvedBy must be at most 200 characters')
+      .optional(),
+  })
+  .refine((body) => body.status !== undefined || body.adminNotes !== undefined || body.resolvedBy !== undefined, {
+    message: 'At least one of status, adminNotes or resolvedBy is required',
+  })
+  .refine((body) => !(body.status === 'pending' && body.resolvedBy !== undefined), {
+    message: 'resolvedBy cannot be set when moving feedback back to pending',
+    path: ['resolvedBy'],
+  });
+export type UpdateFeedbackBody = z.infer<typeof UpdateFeedbackBodySchema>;
+
+export const UpdateFeedbackResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.uuid(), status: FeedbackStatusSchema, resolvedAt: timestamp.nullable() }),
+});

@@ -1,0 +1,36 @@
+// Screenshots arrive as base64 image data URLs (SPEC section 2). Checked
+// before anything is stored: an image MIME type we allow, strict base64, and
+// at most 5 MiB once decoded. SVG is refused: it is markup that can carry script.
+
+export const MAX_SCREENSHOT_BYTES = 5 * 1024 * 1024;
+export const SCREENSHOT_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif'] as const;
+
+const DATA_URL = /^data:([a-z]+\/[a-z0-9.+-]+);base64,([A-Za-z0-9+/]*={0,2})$/;
+const LONGEST_TYPE = Math.max(...SCREENSHOT_TYPES.map((type) => type.length));
+/** Longest data URL that can still hold MAX_SCREENSHOT_BYTES. */
+export const MAX_SCREENSHOT_CHARS = `data:;base64,`.length + LONGEST_TYPE + Math.ceil(MAX_SCREENSHOT_BYTES / 3) * 4;
+
+export type ScreenshotProblem = 'format' | 'type' | 'size';
+
+/** Bytes the base64 text decodes to. */
+export function decodedLength(base64: string): number {
+  const padding = base64.endsWith('==') ? 2 : base64.endsWith('=') ? 1 : 0;
+  return (base64.length / 4) * 3 - padding;
+}
+
+/** Why a data URL is not an acceptable screenshot, or undefined when it is. */
+export function screenshotProblem(dataUrl: string): ScreenshotProblem | undefined {
+  // Too long to fit is refused before a regular expression walks 7 MB.
+  if (dataUrl.length > MAX_SCREENSHOT_CHARS) return dataUrl.startsWith('data:image/') ? 'size' : 'format';
+  const match = DATA_URL.exec(dataUrl);
+  if (!match || match[2].length % 4 !== 0 || match[2].length === 0) return 'format';
+  if (!(SCREENSHOT_TYPES as readonly string[]).includes(match[1])) return 'type';
+  if (decodedLength(match[2]) > MAX_SCREENSHOT_BYTES) return 'size';
+  return undefined;
+}
+
+export const SCREENSHOT_MESSAGES: Record<ScreenshotProblem, string> = {
+  format: 'Screenshot must be a base64-encoded image data URL',
+  type: 'Screenshot must be a PNG, JPEG, GIF, WebP or AVIF image',
+  size: 'Screenshot must be at most 5 MB',
+};

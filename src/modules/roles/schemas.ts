@@ -1,0 +1,19 @@
+import { z } from 'zod';
+import { APP_ROLES } from '../../plugins/auth.ts';
+
+// Shapes of /api/userRoles: a user's assigned roles, and the set that
+// replaces them. The implicit `user` role is not assignable.
+
+export const UserRolesParamsSchema = z.object({ userId: z.uuid({ error: 'User id must be a UUID' }) });
+
+export const SetUserRolesBodySchema = z.object({
+  roles: z
+    .array(z.enum(APP_ROLES, { error: `Role must be one of: ${APP_ROLES.join(', ')}` }), { error: 'Roles must be an array' })
+    .max(APP_ROLES.length * 2),
+});
+
+export const UserRolesSchema = z.object({ userId: z.uuid(), roles: z.array(z.enum(APP_ROLES)) });
+
+export const UserRolesResponseSchema = z.object({ success: z.literal(true), message: z.string().optional(), data: UserRolesSchema });
+
+export type UserRoles = z.infer<typeof UserRolesSchema>;

@@ -1,0 +1,41 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { conflict, forbidden, notFound } from '../../lib/errors.ts';
+import { actorFor, type AppRole, type Caller } from '../../plugins/auth.ts';
+import { actorLabel, canSetUserRoles, canViewUserRoles } from '../users/permissions.ts';
+import { getUserRoles, replaceUserRoles, userExists } from './queries.ts';
+import type { UserRoles } from './schemas.ts';
+
+// SQLSTATE raised by the last-admin trigger (PostgREST's convention: PT + HTTP status).
+const LAST_ADMIN = 'PT409';
+
+export function rolesService(app: FastifyInstance) {
+  async function getRoles(caller: Caller, userId: string): Promise<UserRoles> {
+    if (!canViewUserRoles(caller, userId)) throw forbidden();
+    return app.db.asActor(actorFor(caller), async (tx) => {
+      if (!(await userExists(tx, userId))) throw notFound('User not found');
+      return { userId, roles: await getUserRoles(tx, userId) };
+    });
+  }
+
+  /** Replaces the assigned set in one transaction; the change is recorded in role_changes and logged. */
+  async function setRoles(caller: Caller, userId: string, wanted: AppRole[], log: FastifyBaseLogger): Promise<UserRoles> {
+    if (!canSetUserRoles(caller)) throw forbidden();
+    const roles = [...new Set(wanted)];
+    try {
+      const { granted, revoked, after } = await app.db.asActor(actorFor(caller), async (tx) => {
+        if (!(await userExists(tx, userId))) throw notFound('User not found');
+        const change = await replaceUserRoles(tx, userId, roles, actorLabel(caller));
+        return { ...change, after: await getUserRoles(tx, userId) };
+      });
+      if (granted.length > 0 || revoked.length > 0) {
+        log.info({ changedBy: actorLabel(caller), userId, granted, revoked, roles: after }, 'user roles changed');
+      }
+      return { userId, roles: after };
+    } catch (error) {
+      if ((error as { code?: unknown }).code === LAST_ADMIN) throw conflict('Cannot remove the last admin');
+      throw error;
+    }
+  }
+
+  return { getRoles, setRoles };
+}

@@ -1,0 +1,86 @@
+import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
+import type { FastifyInstance } from 'fastify';
+import { AppError, badRequest, conflict, forbidden, notFound, validationFailed } from '../../lib/errors.ts';
+import { actorFor, type Caller } from '../../plugins/auth.ts';
+import type { Tx } from '../../plugins/db.ts';
+import { authUnavailable, isAuthServerDown } from '../../plugins/supabase.ts';
+import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from './permissions.ts';
+import { getUserByEmail, getUserById, listUsers, updateUserName } from './queries.ts';
+import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './schemas.ts';
+
+// Accounts live in Supabase Auth; profiles (name, e-mail mirror, last login)
+// in Postgres, kept in step by triggers on auth.users. Creating an account or
+// changing its e-mail therefore goes through the auth server's admin API,
+// while reads and renames are plain queries under the caller's rights.
+
+export const DUPLICATE_EMAIL = 'User with this email already exists';
+
+const userNotFound = () => notFound('User not found');
+
+/** What a failed call to the auth server's admin API means for the client. */
+function authAdminError(error: unknown): AppError {
+  if (isAuthServerDown(error)) return authUnavailable();
+  if (isAuthWeakPasswordError(error)) return validationFailed({ password: [error.message] });
+  if (isAuthApiError(error)) {
+    if (error.code === 'email_exists' || error.code === 'user_already_exists' || error.status === 409) return conflict(DUPLICATE_EMAIL);
+    if (error.code === 'user_not_found') return userNotFound();
+    if (error.status === 400 || error.status === 422) return badRequest(error.message);
+  }
+  return error instanceof AppError ? error : new AppError(500, 'Internal server error');
+}
+
+export function usersService(app: FastifyInstance) {
+  const asCaller = <T>(caller: Caller, work: (tx: Tx) => Promise<T>) => app.db.asActor(actorFor(caller), work);
+
+  async function getUser(caller: Caller, id: string): Promise<User> {
+    if (!canViewUser(caller, id)) throw forbidden();
+    const user = await asCaller(caller, (tx) => getUserById(tx, id));
+    if (!user) throw userNotFound();
+    return user;
+  }
+
+  async function findUserByEmail(caller: Caller, email: string): Promise<User> {
+    const user = await asCaller(caller, (tx) => getUserByEmail(tx, email));
+    if (!user) throw userNotFound();
+    return user;
+  }
+
+  async function createUser(caller: Caller, { email, password, name }: CreateUserBody): Promise<User> {
+    if (!canCreateUser(caller)) throw forbidden();
+    // Known duplicates are refused here; the auth server refuses the rest.
+    if (await asCaller(caller, (tx) => getUserByEmail(tx, email))) throw conflict(DUPLICATE_EMAIL);
+    const { data, error } = await app.supabase
+      .admin()
+      .auth.admin.createUser({ email, password, email_confirm: true, user_metadata: { name } })
+      .catch((thrown: unknown) => ({ data: { user: null }, error: thrown }));
+    if (error || !data.user) throw authAdminError(error);
+    // The trigger on auth.users has written the profile in the same transaction.
+    return getUser(caller, data.user.id);
+  }
+
+  async function updateUser(caller: Caller, id: string, { name, email }: UpdateUserBody): Promise<User> {
+    if (!canRenameUser(caller, id)) throw forbidden();
+    if (email !== undefined && !canChangeUserEmail(caller)) throw forbidden('Only an admin may change an e-mail address');
+    const current = await getUser(caller, id);
+    if (email !== undefined && email.toLowerCase() !== current.email.toLowerCase()) {
+      const holder = await asCaller(caller, (tx) => getUserByEmail(tx, email));
+      if (holder && holder.id !== id) throw conflict(DUPLICATE_EMAIL);
+      const { error } = await app.supabase
+        .admin()
+        .auth.admin.updateUserById(id, { email, email_confirm: true })
+        .catch((thrown: unknown) => ({ error: thrown }));
+      if (error) throw authAdminError(error);
+    }
+    if (name !== undefined && name !== current.name) {
+      const renamed = await asCaller(caller, (tx) => updateUserName(tx, id, name));
+      if (!renamed) throw userNotFound();
+    }
+    return getUser(caller, id);
+  }
+
+  async function listUsersWithRoles(caller: Caller, query: ListUsersQuery) {
+    return asCaller(caller, (tx) => listUsers(tx, query));
+  }
+
+  return { getUser, findUserByEmail, createUser, updateUser, listUsersWithRoles };
+}

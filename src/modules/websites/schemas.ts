@@ -1,0 +1,110 @@
+import { z } from 'zod';
+
+// Request and response shapes of the websites routes (issue 5). Shared
+// fragments (bounded JSON objects, pagination) are used by analytics too.
+
+// Postgres text cannot hold NUL, and jsonb refuses \u0000 and unpaired
+// surrogates; JSON.stringify writes exactly those as escapes.
+const UNSTORABLE_JSON_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f])/i;
+
+/** Text Postgres can store: no NUL characters, no unpaired surrogates. */
+export const isStorableText = (value: string) => value.isWellFormed() && !value.includes('\u0000');
+
+/** A JSON object (string keys, any values) whose serialised form stays under `maxBytes`. */
+export function boundedJsonObject(label: string, maxBytes: number) {
+  return z
+    .record(z.string().max(100, `${label} keys must be at most 100 characters`), z.unknown(), {
+      error: `${label} must be a JSON object`,
+    })
+    .superRefine((value, context) => {
+      const json = JSON.stringify(value);
+      if (Buffer.byteLength(json) > maxBytes) context.addIssue({ code: 'custom', message: `${label} must be at most ${maxBytes} bytes as JSON` });
+      else if (UNSTORABLE_JSON_ESCAPE.test(json)) {
+        context.addIssue({ code: 'custom', message: `${label} must not contain NUL characters or unpaired surrogates` });
+      }
+    });
+}
+
+export const WEBSITE_JSON_MAX_BYTES = 16 * 1024;
+
+const HOSTNAME = /^(?=.{1,253}(?::\d{1,5})?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*(?::\d{1,5})?$/;
+
+const name = z
+  .string({ error: (issue) => (issue.input === undefined ? 'Name is required' : 'Name must be a string') })
+  .trim()
+  .min(1, 'Name is required')
+  .max(200, 'Name must be at most 200 characters')
+  .refine(isStorableText, 'Name must not contain NUL characters or unpaired surrogates');
+
+const domain = z
+  .string({ error: (issue) => (issue.input === undefined ? 'Domain is required' : 'Domain must be a string') })
+  .trim()
+  .toLowerCase()
+  .regex(HOSTNAME, 'Domain must be a host name such as example.com');
+
+export const CreateWebsiteBodySchema = z.object({
+  name,
+  domain,
+  settings: boundedJsonObject('Settings', WEBSITE_JSON_MAX_BYTES).optional(),
+  metadata: boundedJsonObject('Metadata', WEBSITE_JSON_MAX_BYTES).optional(),
+});
+export type CreateWebsiteBody = z.infer<typeof CreateWebsiteBodySchema>;
+
+export const UpdateWebsiteBodySchema = CreateWebsiteBodySchema.partial().refine(
+  (body) => Object.values(body).some((value) => value !== undefined),
+  { message: 'Give at least one of name, domain, settings, metadata' },
+);
+export type UpdateWebsiteBody = z.infer<typeof UpdateWebsiteBodySchema>;
+
+export const WebsiteIdParamsSchema = z.object({ id: z.uuid({ error: 'Website id must be a UUID' }) });
+
+export const ApiKeyParamsSchema = z.object({ apiKey: z.string().min(1).max(200) });
+
+export const PaginationQuerySchema = z.object({
+  limit: z.coerce
+    .number({ error: 'Limit must be an integer from 1 to 100' })
+    .int('Limit must be an integer from 1 to 100')
+    .min(1, 'Limit must be an integer from 1 to 100')
+    .max(100, 'Limit must be an integer from 1 to 100')
+    .default(20),
+  offset: z.coerce
+    .number({ error: 'Offset must be a non-negative integer' })
+    .int('Offset must be a non-negative integer')
+    .min(0, 'Offset must be a non-negative integer')
+    .max(1_000_000, 'Offset must be at most 1000000')
+    .default(0),
+});
+export type PaginationQuery = z.infer<typeof PaginationQuerySchema>;
+
+const timestamp = z.iso.datetime();
+
+/** A website as readers see it: never the key, only its display prefix. */
+export const WebsiteSchema = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  domain: z.string(),
+  apiKeyPrefix: z.string(),
+  settings: z.record(z.string(), z.unknown()),
+  metadata: z.record(z.string(), z.unknown()),
+  createdBy: z.uuid().nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+export type Website = z.infer<typeof WebsiteSchema>;
+
+export const WebsiteResponseSchema = z.object({ success: z.literal(true), data: WebsiteSchema });
+
+export const CreatedWebsiteResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  // The only time the key is shown in full.
+  data: WebsiteSchema.extend({ apiKey: z.string() }),
+});
+
+export const ListWebsitesResponseSchema = z.object({
+  success: z.literal(true),
+  data: z.array(WebsiteSchema),
+  pagination: z.object({ total: z.number().int(), limit: z.number().int(), offset: z.number().int() }),
+});
+
+export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });

@@ -1,0 +1,164 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { Counter, Gauge, Registry, Summary } from 'prom-client';
+import type { Config } from '../config.ts';
+import { unauthorized } from '../lib/errors.ts';
+import { RateWindow } from '../lib/rate-window.ts';
+import { bearerToken } from './auth.ts';
+import { type MetricsSample, type MetricsSnapshot, snapshotFrom } from './metrics-snapshot.ts';
+
+// Request and process metrics in a prom-client registry of this app's own (not
+// the global default, so several apps in one process keep apart). The same
+// registry feeds GET /metrics (Prometheus text), GET /api/admin/metrics and
+// the /admin/status dashboard. A one-second sampler keeps the last minutes
+// for the dashboard's charts.
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: Metrics;
+  }
+  interface FastifyContextConfig {
+    /** false: the route is not counted (long-lived streams would skew latency). */
+    metrics?: boolean;
+  }
+}
+
+export interface Metrics {
+  registry: Registry;
+  startedAt: Date;
+  snapshot(): Promise<MetricsSnapshot>;
+  /** One sample per second, oldest first, at most `historySeconds`. */
+  history(): MetricsSample[];
+}
+
+export interface MetricsOptions {
+  config: Config;
+  sampleIntervalMs?: number;
+  historySeconds?: number;
+}
+
+const PERCENTILES = [0.5, 0.95, 0.99];
+const UNMATCHED = '(unmatched)';
+
+function sameSecret(given: string, expected: string): boolean {
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+export default fp<MetricsOptions>(
+  async function metricsPlugin(app: FastifyInstance, { config, sampleIntervalMs = 1_000, historySeconds = 300 }) {
+    const registry = new Registry();
+    const registers = [registry];
+    const startedAt = new Date();
+    const window = new RateWindow(60);
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    lag.enable();
+    let lagMs = { mean: 0, p50: 0, p99: 0, max: 0 };
+
+    const requests = new Counter({
+      name: 'http_requests_total',
+      help: 'Requests answered, by method, route and status class',
+      labelNames: ['method', 'route', 'status_class'] as const,
+      registers,
+    });
+    const responses = new Counter({
+      name: 'http_responses_total',
+      help: 'Responses by status code',
+      labelNames: ['status_code'] as const,
+      registers,
+    });
+    const duration = new Summary({
+      name: 'http_request_duration_seconds',
+      help: 'Response time per route since start',
+      labelNames: ['method', 'route'] as const,
+      percentiles: PERCENTILES,
+      registers,
+    });
+    const recentDuration = new Summary({
+      name: 'http_request_duration_recent_seconds',
+      help: 'Response time of all routes over the last minute',
+      percentiles: PERCENTILES,
+      maxAgeSeconds: 60,
+      ageBuckets: 6,
+      registers,
+    });
+    const gauge = (name: string, help: string, read: () => number) =>
+      new Gauge({
+        name,
+        help,
+        registers,
+        collect() {
+          this.set(read());
+        },
+      });
+    gauge('http_requests_per_second', 'Mean requests per second over the last minute', () => window.perSecond());
+    gauge('process_resident_memory_bytes', 'Resident set size', () => process.memoryUsage.rss());
+    gauge('nodejs_heap_used_bytes', 'V8 heap in use', () => process.memoryUsage().heapUsed);
+    gauge('nodejs_heap_total_bytes', 'V8 heap allocated', () => process.memoryUsage().heapTotal);
+    gauge('nodejs_eventloop_lag_mean_seconds', 'Mean event-loop delay over the last sample', () => lagMs.mean / 1000);
+    gauge('nodejs_eventloop_lag_p99_seconds', '99th percentile of event-loop delay over the last sample', () => lagMs.p99 / 1000);
+    gauge('nodejs_eventloop_lag_max_seconds', 'Largest event-loop delay over the last sample', () => lagMs.max / 1000);
+    gauge('process_uptime_seconds', 'Seconds since the app started', () => (Date.now() - startedAt.getTime()) / 1000);
+
+    app.addHook('onResponse', async (request: FastifyRequest, reply) => {
+      if (request.routeOptions.config?.metrics === false) return;
+      const route = request.routeOptions.url ?? UNMATCHED;
+      const seconds = reply.elapsedTime / 1000;
+      requests.inc({ method: request.method, route, status_class: `${Math.floor(reply.statusCode / 100)}xx` });
+      responses.inc({ status_code: String(reply.statusCode) });
+      duration.observe({ method: request.method, route }, seconds);
+      recentDuration.observe(seconds);
+      window.record();
+    });
+
+    const snapshot = async () =>
+      snapshotFrom({
+        startedAt,
+        perSecond: window.perSecond(),
+        requests: await requests.get(),
+        responses: await responses.get(),
+        duration: await duration.get(),
+        recent: await recentDuration.get(),
+        eventLoopLagMs: lagMs,
+      });
+
+    const samples: MetricsSample[] = [];
+    async function sample() {
+      const ms = (ns: number) => (Number.isFinite(ns) ? ns / 1e6 : 0);
+      lagMs = { mean: ms(lag.mean), p50: ms(lag.percentile(50)), p99: ms(lag.percentile(99)), max: ms(lag.max) };
+      lag.reset();
+      const now = await snapshot();
+      samples.push({
+        t: Date.now(),
+        requestsPerSecond: window.lastSecond(),
+        latencyMs: now.latencyMs,
+        rssBytes: now.memory.rssBytes,
+        heapUsedBytes: now.memory.heapUsedBytes,
+        eventLoopLagP99Ms: lagMs.p99,
+      });
+      if (samples.length > historySeconds) samples.splice(0, samples.length - historySeconds);
+    }
+    const sampler = setInterval(() => void sample().catch((error) => app.log.error({ err: error }, 'metrics sample failed')), sampleIntervalMs);
+    sampler.unref();
+    app.addHook('onClose', async () => {
+      clearInterval(sampler);
+      lag.disable();
+    });
+
+    app.decorate('metrics', { registry, startedAt, snapshot, history: () => samples.slice() } satisfies Metrics);
+
+    // Prometheus text, only for a scraper holding METRICS_TOKEN; without the
+    // variable the route does not exist.
+    const token = config.METRICS_TOKEN;
+    if (token) {
+      app.get('/metrics', { config: { rateLimit: false, metrics: false }, schema: { hide: true } }, async (request, reply) => {
+        const given = bearerToken(request);
+        if (!given || !sameSecret(given, token)) throw unauthorized();
+        return reply.type(registry.contentType).send(await registry.metrics());
+      });
+    }
+  },
+  { name: 'metrics' },
+);

@@ -1,0 +1,217 @@
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { type Browser, chromium, type ConsoleMessage } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SESSION_COOKIE, sessionCookieOptions } from '../src/modules/admin/status/routes.ts';
+import { buildTestApp, testConfig } from './support/app.ts';
+import { legacyAdmin } from './support/admin-auth.ts';
+
+// The /admin/status dashboard: its HTTP contract through inject, then the
+// page itself in Debian's Chromium driven by playwright-core against the app
+// listening on a real port. Screenshots go to .artifacts/ (git-ignored).
+
+const CHROMIUM = '/usr/bin/chromium';
+const ARTIFACTS = path.resolve(import.meta.dirname, '../.artifacts');
+
+describe('/admin/status over HTTP', () => {
+  let app: FastifyInstance;
+  let admin: { authorization: string };
+  beforeAll(async () => {
+    app = await buildTestApp();
+    admin = await legacyAdmin();
+  });
+  afterAll(async () => app.close());
+
+  it('answers 401 with the sign-in form without credentials, and the dashboard with them', async () => {
+    for (const headers of [{}, { authorization: 'Bearer garbage' }, { cookie: `${SESSION_COOKIE}=garbage` }]) {
+      const refused = await app.inject({ method: 'GET', url: '/admin/status', headers });
+      expect(refused.statusCode).toBe(401);
+      expect(refused.headers['content-type']).toBe('text/html; charset=utf-8');
+      expect(refused.body).toContain('<form id="signin"');
+      expect(refused.body).toContain('Sign in with an administrator account.');
+    }
+    const page = await app.inject({ method: 'GET', url: '/admin/status', headers: admin });
+    expect(page.statusCode).toBe(200);
+    expect(page.body).toContain('<script type="module" src="/admin/status/assets/app.js"></script>');
+    // The cookie carries the same kind of token the header does.
+    const token = admin.authorization.replace('Bearer ', '');
+    expect((await app.inject({ method: 'GET', url: '/admin/status/', headers: { cookie: `${SESSION_COOKIE}=${token}` } })).statusCode).toBe(200);
+  });
+
+  it('needs no unsafe CSP: no inline script or style, helmet policy untouched', async () => {
+    for (const response of [
+      await app.inject({ method: 'GET', url: '/admin/status', headers: admin }),
+      await app.inject({ method: 'GET', url: '/admin/status' }),
+    ]) {
+      const csp = String(response.headers['content-security-policy']);
+      expect(csp).toContain("script-src 'self'");
+      expect(csp).toContain("script-src-attr 'none'");
+      expect(/script-src[^;]*unsafe/.test(csp)).toBe(false);
+      expect(response.body).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>/);
+      expect(response.body).not.toMatch(/<style|\sstyle=|\son[a-z]+=/i);
+    }
+  });
+
+  it('serves only its own assets', async () => {
+    const script = await app.inject({ method: 'GET', url: '/admin/status/assets/app.js' });
+    expect(script.statusCode).toBe(200);
+    expect(script.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    expect((await app.inject({ method: 'GET', url: '/admin/status/assets/style.css' })).headers['content-type']).toBe('text/css; charset=utf-8');
+    for (const url of ['/admin/status/assets/routes.ts', '/admin/status/assets/..%2Froutes.ts', '/admin/status/assets/index.html']) {
+      expect((await app.inject({ method: 'GET', url })).statusCode).toBe(404);
+    }
+  });
+
+  it('refuses the stream without credentials', async () => {
+    const response = await app.inject({ method: 'GET', url: '/admin/status/stream' });
+    expect(response.statusCode).toBe(401);
+    expect(response.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+  });
+
+  it('streams snapshots over real HTTP, and an open stream does not hold up closing the app', async () => {
+    const listening = await buildTestApp();
+    const base = await listening.listen({ host: '127.0.0.1', port: 0 });
+    const response = await fetch(`${base}/admin/status/stream`, { headers: admin });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream; charset=utf-8');
+    const reader = response.body!.getReader();
+    let text = '';
+    while (!text.includes('event: snapshot')) text += new TextDecoder().decode((await reader.read()).value);
+    expect(text).toContain('event: history');
+    const data = JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)![1]);
+    expect(Object.keys(data).sort()).toEqual(['health', 'metrics', 'sample']);
+    expect(data.health.database.status).toBe('up');
+    const started = Date.now();
+    await listening.close();
+    expect(Date.now() - started).toBeLessThan(3_000);
+    await reader.cancel().catch(() => {});
+  });
+
+  it('signs in through the accounts service: 503 while none is configured, 400 for an empty form', async () => {
+    const unconfigured = await app.inject({ method: 'POST', url: '/admin/status/session', payload: { email: 'a@example.test', password: 'secret1' } });
+    expect(unconfigured.statusCode).toBe(503);
+    expect(unconfigured.json().error).toBe('Authentication service unavailable');
+    expect(unconfigured.headers['set-cookie']).toBeUndefined();
+    expect((await app.inject({ method: 'POST', url: '/admin/status/session', payload: {} })).statusCode).toBe(400);
+  });
+
+  it('signs out by clearing the HttpOnly, SameSite=Strict cookie (Secure in production)', async () => {
+    const response = await app.inject({ method: 'DELETE', url: '/admin/status/session' });
+    expect(response.statusCode).toBe(200);
+    const cookie = String(response.headers['set-cookie']);
+    expect(cookie).toMatch(new RegExp(`^${SESSION_COOKIE}=;`));
+    expect(cookie).toContain('HttpOnly');
+    expect(cookie).toContain('SameSite=Strict');
+    expect(cookie).toContain('Path=/admin/status');
+    expect(sessionCookieOptions(testConfig({ NODE_ENV: 'production' }), 3600)).toEqual({
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: true,
+      path: '/admin/status',
+      maxAge: 3600,
+    });
+    expect(sessionCookieOptions(testConfig()).secure).toBe(false);
+  });
+});
+
+describe('/admin/status in Chromium', () => {
+  let app: FastifyInstance;
+  let browser: Browser;
+  let base: string;
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) {
+      throw new Error(`Chromium is not installed at ${CHROMIUM}; the dashboard test needs it (Debian: apt-get install chromium).`);
+    }
+    app = await buildTestApp();
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
+    });
+    await mkdir(ARTIFACTS, { recursive: true });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  const readNumber = (text: string | null) => Number((text ?? '').replace(/[^\d.]/g, ''));
+
+  it('shows live figures that move while requests are made, without console errors', async () => {
+    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin(), viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    page.on('console', (message: ConsoleMessage) => {
+      if (message.type() === 'error' || message.type() === 'warning') problems.push(`${message.type()}: ${message.text()}`);
+    });
+    page.on('pageerror', (error) => problems.push(`pageerror: ${error.message}`));
+    page.on('response', (answer) => {
+      if (answer.status() >= 400) problems.push(`${answer.status()}: ${answer.url()}`);
+    });
+    page.on('requestfailed', (request) => {
+      // The stream is cut when the page closes; anything else failing is a problem.
+      if (!request.url().endsWith('/admin/status/stream')) problems.push(`requestfailed: ${request.url()}`);
+    });
+
+    const response = await page.goto(`${base}/admin/status`);
+    expect(response?.status()).toBe(200);
+    await expect.poll(() => page.textContent('#connection')).toBe('live');
+    await expect.poll(() => page.textContent('#total-requests')).toMatch(/\d/);
+    const before = readNumber(await page.textContent('#total-requests'));
+
+    for (let i = 0; i < 30; i += 1) await fetch(`${base}/health`);
+    for (let i = 0; i < 3; i += 1) await fetch(`${base}/no-such-page`);
+    await expect.poll(async () => readNumber(await page.textContent('#total-requests')), { timeout: 5_000 }).toBeGreaterThanOrEqual(before + 33);
+    expect(readNumber(await page.textContent('#rps'))).toBeGreaterThan(0);
+    expect(readNumber(await page.textContent('#p99'))).toBeGreaterThan(0);
+    expect(readNumber(await page.textContent('#rss'))).toBeGreaterThan(0);
+    expect(await page.textContent('#uptime')).toMatch(/\d+ s/);
+    expect(await page.textContent('#db-status')).toBe('up');
+    expect(await page.textContent('#auth-status')).toBe('not configured');
+    await expect.poll(() => page.locator('#status-codes td.code').allTextContents()).toEqual(expect.arrayContaining(['200', '404']));
+    expect(await page.locator('#slow-routes td.route').allTextContents()).toContain('GET /health');
+
+    // Charts get a point per second; wait for a few and check that something was drawn.
+    await page.waitForTimeout(2_500);
+    // Runs in the page (a string: this project's TypeScript has no DOM types).
+    const inked = await page.evaluate<number>(`(() => {
+      const canvas = document.getElementById('chart-rps');
+      const { data } = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height);
+      let painted = 0;
+      for (let i = 3; i < data.length; i += 4) if (data[i] > 0) painted += 1;
+      return painted;
+    })()`);
+    expect(inked).toBeGreaterThan(500);
+
+    await page.screenshot({ path: path.join(ARTIFACTS, 'admin-status.png'), fullPage: true });
+    expect(problems).toEqual([]);
+    await context.close();
+  });
+
+  it('without credentials shows the sign-in form with status 401, and reports the sign-in outcome', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const scriptErrors: string[] = [];
+    page.on('pageerror', (error) => scriptErrors.push(error.message));
+    page.on('console', (message) => {
+      // Chromium reports every non-2xx answer as "Failed to load resource"; those are expected here.
+      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) scriptErrors.push(message.text());
+    });
+
+    const response = await page.goto(`${base}/admin/status`);
+    expect(response?.status()).toBe(401);
+    await page.fill('#email', 'admin@example.test');
+    await page.fill('#password', 'secret123');
+    await page.click('button[type=submit]');
+    await page.waitForSelector('#error:not([hidden])');
+    expect(await page.textContent('#error')).toBe('Authentication service unavailable');
+    await page.screenshot({ path: path.join(ARTIFACTS, 'admin-status-signin.png') });
+    expect(scriptErrors).toEqual([]);
+    // The page never learns a token: nothing readable from script.
+    expect(await page.evaluate<string>('document.cookie')).toBe('');
+    await context.close();
+  });
+});

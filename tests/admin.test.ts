@@ -1,0 +1,250 @@
+import type { FastifyInstance } from 'fastify';
+import type postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LogSink, parseLine } from '../src/lib/log-sink.ts';
+import { buildTestApp } from './support/app.ts';
+import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
+import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
+
+// /api/admin with the legacy admin token (the only admin credential usable
+// without an auth server, see docs/admin.md), refused tokens, stored logs
+// and their row-level security.
+
+let app: FastifyInstance;
+let sql: postgres.Sql;
+let admin: { authorization: string };
+
+beforeAll(async () => {
+  app = await buildTestApp();
+  sql = testSql();
+  admin = await legacyAdmin();
+});
+afterAll(async () => {
+  await app.close();
+  await sql.end();
+});
+
+describe('admin routes refuse callers without a valid admin token', () => {
+  it.each([
+    ['GET', '/api/admin/health'],
+    ['GET', '/api/admin/metrics'],
+    ['GET', '/api/admin/logs'],
+    ['POST', '/api/admin/logs'],
+    ['GET', '/api/admin/users'],
+  ] as const)('%s %s → 401', async (method, url) => {
+    await expectRefused(app, { method, url, ...(method === 'POST' ? { payload: { level: 'info', message: 'x' } } : {}) });
+  });
+});
+
+describe('GET /api/admin/health', () => {
+  it('reports database, auth and e-mail', async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/admin/health', headers: admin });
+    expect(response.statusCode).toBe(200);
+    const { success, data } = response.json();
+    expect(success).toBe(true);
+    expect(data).toMatchObject({
+      status: 'ok',
+      version: '0.1.0',
+      database: { status: 'up' },
+      auth: { status: 'not_configured', latencyMs: null },
+      email: { status: 'not_configured', provider: null },
+    });
+    expect(data.database.latencyMs).toBeGreaterThan(0);
+    expect(Number.isInteger(data.email.pendingOutbox)).toBe(true);
+    expect(data.uptime).toBeGreaterThanOrEqual(0);
+    expect(new Date(data.timestamp).toISOString()).toBe(data.timestamp);
+  });
+
+  it('answers 503 when a configured auth server does not answer', async () => {
+    const unreachable = await buildTestApp({ SUPABASE_URL: 'http://127.0.0.1:9', SMTP_URL: 'smtp://127.0.0.1:2525' });
+    try {
+      const response = await unreachable.inject({ method: 'GET', url: '/api/admin/health', headers: admin });
+      expect(response.statusCode).toBe(503);
+      const body = response.json();
+      expect(body).toMatchObject({ success: false, error: 'Service unavailable', statusCode: 503 });
+      expect(body.data).toMatchObject({ status: 'error', database: { status: 'up' }, auth: { status: 'down' }, email: { provider: 'smtp', status: 'up' } });
+    } finally {
+      await unreachable.close();
+    }
+  });
+});
+
+describe('logs', () => {
+  const get = async (query: string) => {
+    const response = await app.inject({ method: 'GET', url: `/api/admin/logs?${query}`, headers: admin });
+    expect(response.statusCode).toBe(200);
+    return response.json();
+  };
+
+  it('stores a client entry and lists it newest first', async () => {
+    const marker = `client-${crypto.randomUUID()}`;
+    for (const [level, message] of [['info', `${marker} first`], ['error', `${marker} second`]]) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/api/admin/logs',
+        headers: admin,
+        payload: { level, message, context: { page: '/contact', marker } },
+      });
+      expect(response.statusCode).toBe(201);
+      expect(response.json()).toMatchObject({ success: true, message: 'Log entry stored', data: { id: expect.any(String) } });
+    }
+    const rows = await sql`select level::text, source::text, context, user_id from public.app_logs where context ->> 'marker' = ${marker} order by id`;
+    expect(rows.map((r) => [r.level, r.source, r.user_id])).toEqual([
+      ['info', 'client', null],
+      ['error', 'client', null],
+    ]);
+
+    const listed = await get('source=client&limit=500');
+    const mine = listed.data.filter((e: { message: string }) => e.message.startsWith(marker));
+    expect(mine.map((e: { message: string }) => e.message)).toEqual([`${marker} second`, `${marker} first`]);
+    expect(mine[0]).toMatchObject({ level: 'error', source: 'client', context: { page: '/contact', marker }, requestId: expect.any(String) });
+    const errorsOnly = await get('level=error&source=client&limit=500');
+    expect(errorsOnly.data.every((e: { level: string }) => e.level === 'error')).toBe(true);
+    expect(errorsOnly.data.some((e: { message: string }) => e.message === `${marker} first`)).toBe(false);
+  });
+
+  it('refuses an invalid entry or filter with 400 and details', async () => {
+    const bad = await app.inject({ method: 'POST', url: '/api/admin/logs', headers: admin, payload: { level: 'fatal', message: '' } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ success: false, error: 'Validation failed', details: { level: expect.any(Array), message: expect.any(Array) } });
+    const filter = await app.inject({ method: 'GET', url: '/api/admin/logs?level=verbose&limit=0', headers: admin });
+    expect(filter.statusCode).toBe(400);
+    expect(Object.keys(filter.json().details).sort()).toEqual(['level', 'limit']);
+  });
+
+  it('persists server entries at warn and above, with the request id, off the request path', async () => {
+    const requestId = `log-test-${crypto.randomUUID()}`;
+    // A refused request is logged at warn by the error handler.
+    const refused = await app.inject({ method: 'GET', url: '/api/admin/users', headers: { 'x-request-id': requestId } });
+    expect(refused.statusCode).toBe(401);
+    const marker = crypto.randomUUID();
+    app.log.error({ marker, detail: { nested: true } }, 'something broke');
+    app.log.info({ marker }, 'routine, not stored');
+
+    await app.appLogs.flush();
+    const stored = await sql`
+      select level::text, message, source::text, request_id, context from public.app_logs
+       where request_id = ${requestId} or context ->> 'marker' = ${marker} order by id`;
+    expect(stored.map((r) => [r.level, r.message, r.source])).toEqual([
+      ['warn', 'request refused', 'server'],
+      ['error', 'something broke', 'server'],
+    ]);
+    expect(stored[0].request_id).toBe(requestId);
+    expect(stored[0].context).toMatchObject({ statusCode: 401, error: 'Authentication required' });
+    expect(stored[1].context).toMatchObject({ marker, detail: { nested: true } });
+
+    const since = new Date(Date.now() - 60_000).toISOString();
+    const listed = await get(`level=warn&source=server&since=${encodeURIComponent(since)}&limit=500`);
+    expect(listed.data.some((e: { requestId: string }) => e.requestId === requestId)).toBe(true);
+    const future = await get(`since=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`);
+    expect(future).toMatchObject({ data: [], pagination: { total: 0, limit: 50, offset: 0 } });
+  });
+
+  it('pages with limit and offset', async () => {
+    const marker = `page-${crypto.randomUUID()}`;
+    for (let i = 0; i < 3; i += 1) {
+      await app.inject({ method: 'POST', url: '/api/admin/logs', headers: admin, payload: { level: 'debug', message: `${marker} ${i}` } });
+    }
+    const since = (await sql`select min(created_at) as at from public.app_logs where message like ${`${marker}%`}`)[0].at.toISOString();
+    const page = await get(`level=debug&since=${encodeURIComponent(since)}&limit=2&offset=1`);
+    expect(page.pagination).toMatchObject({ limit: 2, offset: 1 });
+    expect(page.pagination.total).toBeGreaterThanOrEqual(3);
+    expect(page.data).toHaveLength(2);
+  });
+
+  it('prunes entries older than LOG_RETENTION_DAYS', async () => {
+    const marker = crypto.randomUUID();
+    await sql`
+      insert into public.app_logs (level, message, context, source, created_at) values
+        ('warn', 'old', ${sql.json({ marker })}, 'server', now() - interval '31 days'),
+        ('warn', 'recent', ${sql.json({ marker })}, 'server', now() - interval '29 days')`;
+    expect(await app.appLogs.prune()).toBeGreaterThanOrEqual(1);
+    const left = await sql`select message from public.app_logs where context ->> 'marker' = ${marker}`;
+    expect(left.map((r) => r.message)).toEqual(['recent']);
+  });
+
+  it('stores what is still queued when the app closes', async () => {
+    const closing = await buildTestApp();
+    const marker = crypto.randomUUID();
+    closing.log.warn({ marker }, 'logged just before close');
+    await closing.close();
+    const [row] = await sql`select message from public.app_logs where context ->> 'marker' = ${marker}`;
+    expect(row?.message).toBe('logged just before close');
+  });
+});
+
+describe('log sink', () => {
+  it('queues without blocking and drops, counting, when full', () => {
+    const sink = new LogSink(2);
+    for (let i = 0; i < 5; i += 1) sink.write(JSON.stringify({ level: 40, time: 0, msg: `m${i}` }));
+    expect(sink.queued).toBe(2);
+    expect(sink.dropped).toBe(3);
+    expect(sink.take(10).map((e) => e.message)).toEqual(['m0', 'm1']);
+    expect(sink.queued).toBe(0);
+  });
+
+  it('turns pino lines into entries and skips its own failure lines', () => {
+    const line = { level: 60, time: 1_700_000_000_000, pid: 1, hostname: 'h', requestId: 'r1', msg: 'fatal thing', route: '/x' };
+    expect(parseLine(JSON.stringify(line))).toEqual({
+      level: 'error',
+      message: 'fatal thing',
+      context: { route: '/x' },
+      requestId: 'r1',
+      createdAt: '2023-11-14T22:13:20.000Z',
+    });
+    expect(parseLine(JSON.stringify({ level: 50, err: { message: 'from err' } }))?.message).toBe('from err');
+    expect(parseLine(JSON.stringify({ level: 50, msg: 'x', persist: false }))).toBeUndefined();
+    expect(parseLine('not json')).toBeUndefined();
+    expect(parseLine(JSON.stringify({ level: 40, msg: 'big', blob: 'x'.repeat(20_000) }))?.context).toMatchObject({ truncated: true });
+  });
+});
+
+describe('app_logs row-level security', () => {
+  it('lets admins read entries and store client entries in their own name only', async () => {
+    const member = await createAuthUser(sql);
+    const boss = await createAuthUser(sql);
+    await grantRole(sql, boss.id, 'admin');
+    const marker = crypto.randomUUID();
+    await sql`insert into public.app_logs (level, message, context, source) values ('warn', 'rls', ${sql.json({ marker })}, 'server')`;
+    const visible = (userId: string) =>
+      asUser(sql, userId, async (tx) => (await tx`select count(*)::int as n from public.app_logs where context ->> 'marker' = ${marker}`)[0].n);
+    expect(await visible(member.id)).toBe(0);
+    expect(await visible(boss.id)).toBe(1);
+    expect(await asUser(sql, null, async (tx) => tx`select 1 from public.app_logs limit 1`).catch((e) => e.code)).toBe('42501');
+
+    const insertAs = (userId: string, owner: string, source = 'client') =>
+      asUser(sql, userId, (tx) => tx`insert into public.app_logs (level, message, source, user_id) values ('info', 'x', ${source}::public.log_source, ${owner})`)
+        .then(() => 'stored')
+        .catch((error) => error.code);
+    expect(await insertAs(boss.id, boss.id)).toBe('stored');
+    expect(await insertAs(boss.id, member.id)).toBe('42501');
+    expect(await insertAs(boss.id, boss.id, 'server')).toBe('42501');
+    expect(await insertAs(member.id, member.id)).toBe('42501');
+  });
+});
+
+describe('GET /api/admin/users', () => {
+  it('lists profiles with their roles, searchable and paginated', async () => {
+    const tag = crypto.randomUUID().slice(0, 8);
+    const first = await createAuthUser(sql, { email: uniqueEmail(`list-${tag}`), name: 'Ada Listed' });
+    const second = await createAuthUser(sql, { email: uniqueEmail(`list-${tag}`), name: 'Grace Listed' });
+    await grantRole(sql, second.id, 'editor');
+    await grantRole(sql, second.id, 'viewer');
+
+    const response = await app.inject({ method: 'GET', url: `/api/admin/users?search=list-${tag}`, headers: admin });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body.pagination).toEqual({ total: 2, limit: 20, offset: 0 });
+    expect(body.data).toEqual([
+      { id: second.id, email: second.email, name: 'Grace Listed', createdAt: expect.any(String), lastLogin: null, roles: ['editor', 'viewer'] },
+      { id: first.id, email: first.email, name: 'Ada Listed', createdAt: expect.any(String), lastLogin: null, roles: [] },
+    ]);
+
+    const page = await app.inject({ method: 'GET', url: `/api/admin/users?search=list-${tag}&limit=1&offset=1`, headers: admin });
+    expect(page.json().data.map((u: { id: string }) => u.id)).toEqual([first.id]);
+    expect(page.json().pagination.total).toBe(2);
+    // Wildcards in the search are literal.
+    const literal = await app.inject({ method: 'GET', url: `/api/admin/users?search=${encodeURIComponent('%_')}`, headers: admin });
+    expect(literal.json().data.every((u: { email: string; name: string }) => `${u.email}${u.name}`.includes('%_'))).toBe(true);
+  });
+});

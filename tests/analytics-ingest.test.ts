@@ -1,0 +1,232 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { createWebsite, type TestWebsite } from './support/analytics.ts';
+import { testSql } from './support/db.ts';
+
+// POST /api/analytics (issue 5): public, validated, answered only after the
+// event is committed (group commit), bots dropped, no IP stored.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+const CHROME = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+const IPHONE = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+const IPAD = 'Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1';
+const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
+
+const event = (websiteId: string, overrides: Record<string, unknown> = {}) => ({
+  websiteId,
+  eventType: 'page_view',
+  page: '/home',
+  userAgent: CHROME,
+  sessionId: `session-${randomUUID()}`,
+  ...overrides,
+});
+
+async function storedIds(ids: string[]): Promise<Set<string>> {
+  const rows = await sql`select id from public.analytics_events where id = any(${ids}::uuid[])`;
+  return new Set(rows.map((row) => row.id));
+}
+
+describe('recording events', () => {
+  let app: FastifyInstance;
+  let site: TestWebsite;
+  beforeAll(async () => {
+    app = await buildTestApp();
+    site = await createWebsite(app, 'Ingest site');
+  });
+  afterAll(async () => app?.close());
+
+  const post = (payload: unknown, remoteAddress = '198.51.100.7') =>
+    app.inject({ method: 'POST', url: '/api/analytics', payload: payload as object, remoteAddress });
+
+  it('201 with {id, timestamp}, after the row is committed; derived fields stored, the IP not', async () => {
+    const response = await post(
+      event(site.id, { referrer: 'https://www.Google.com/search?q=x', metadata: { loadTime: 812, screen: '390x844' }, userAgent: IPHONE }),
+      '203.0.113.99',
+    );
+    expect(response.statusCode).toBe(201);
+    const body = response.json();
+    expect(body).toEqual({ success: true, message: 'Event recorded', data: { id: expect.any(String), timestamp: expect.any(String) } });
+    expect(new Date(body.data.timestamp).toISOString()).toBe(body.data.timestamp);
+
+    const [row] = await sql`select * from public.analytics_events where id = ${body.data.id}`;
+    expect(row).toMatchObject({
+      website_id: site.id,
+      event_type: 'page_view',
+      page: '/home',
+      referrer: 'https://www.Google.com/search?q=x',
+      referrer_host: 'google.com',
+      device_type: 'mobile',
+      user_id: null,
+      metadata: { loadTime: 812, screen: '390x844' },
+    });
+    expect(row.created_at.toISOString()).toBe(body.data.timestamp);
+    expect(row.visitor_id).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(JSON.stringify(row)).not.toContain('203.0.113.99');
+  });
+
+  it('device types: desktop, mobile, tablet', async () => {
+    const devices: Record<string, string> = {};
+    for (const [label, userAgent] of [['chrome', CHROME], ['iphone', IPHONE], ['ipad', IPAD]]) {
+      const response = await post(event(site.id, { userAgent }));
+      const [row] = await sql`select device_type from public.analytics_events where id = ${response.json().data.id}`;
+      devices[label] = row.device_type;
+    }
+    expect(devices).toEqual({ chrome: 'desktop', iphone: 'mobile', ipad: 'tablet' });
+  });
+
+  it('visitor id: userId when given, else the same hash for the same IP and user agent, another for another IP', async () => {
+    const ids = [
+      (await post(event(site.id), '192.0.2.1')).json().data.id,
+      (await post(event(site.id), '192.0.2.1')).json().data.id,
+      (await post(event(site.id), '192.0.2.2')).json().data.id,
+      (await post(event(site.id, { userId: 'member-7' }), '192.0.2.1')).json().data.id,
+    ];
+    const rows = await sql`select id, visitor_id, user_id from public.analytics_events where id = any(${ids}::uuid[])`;
+    const visitor = (id: string) => rows.find((row) => row.id === id)?.visitor_id;
+    expect(visitor(ids[0])).toBe(visitor(ids[1]));
+    expect(visitor(ids[2])).not.toBe(visitor(ids[0]));
+    expect(visitor(ids[3])).toBe('member-7');
+  });
+
+  it('a known bot → 202 {success: true} and nothing stored', async () => {
+    const sessionId = `bot-${randomUUID()}`;
+    const response = await post(event(site.id, { userAgent: GOOGLEBOT, sessionId }));
+    expect(response.statusCode).toBe(202);
+    expect(response.json()).toEqual({ success: true });
+    expect(await sql`select 1 from public.analytics_events where session_id = ${sessionId}`).toHaveLength(0);
+  });
+
+  it('an unknown website (a UUID or not) → 404 Website not found', async () => {
+    for (const websiteId of [randomUUID(), 'not-a-uuid']) {
+      const response = await post(event(websiteId));
+      expect(response.statusCode).toBe(404);
+      expect(response.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+    }
+  });
+
+  it.each([
+    ['websiteId missing', { websiteId: undefined }, 'websiteId', 'Website id is required'],
+    ['eventType unknown', { eventType: 'scroll' }, 'eventType', 'Event type must be one of: page_view, click, form_submit, custom'],
+    ['page missing', { page: undefined }, 'page', 'Page is required'],
+    ['page empty', { page: '' }, 'page', 'Page is required'],
+    ['page too long', { page: '/' + 'a'.repeat(2048) }, 'page', 'Page must be at most 2048 characters'],
+    ['userAgent missing', { userAgent: undefined }, 'userAgent', 'User agent is required'],
+    ['sessionId a number', { sessionId: 42 }, 'sessionId', 'Session id must be a string'],
+    ['sessionId too long', { sessionId: 's'.repeat(129) }, 'sessionId', 'Session id must be at most 128 characters'],
+    ['referrer too long', { referrer: 'https://x.test/' + 'r'.repeat(2048) }, 'referrer', 'Referrer must be at most 2048 characters'],
+    ['page with a NUL', { page: '/a\u0000b' }, 'page', 'Page must not contain NUL characters or unpaired surrogates'],
+    ['sessionId with an unpaired surrogate', { sessionId: 's\ud800' }, 'sessionId', 'Session id must not contain NUL characters or unpaired surrogates'],
+    ['metadata an array', { metadata: [1, 2] }, 'metadata', 'Metadata must be a JSON object'],
+    ['metadata a string', { metadata: 'x' }, 'metadata', 'Metadata must be a JSON object'],
+    ['metadata too big', { metadata: { blob: 'x'.repeat(4100) } }, 'metadata', 'Metadata must be at most 4096 bytes as JSON'],
+    ['metadata with a NUL', { metadata: { note: 'a\u0000' } }, 'metadata', 'Metadata must not contain NUL characters or unpaired surrogates'],
+  ])('%s → 400 Validation failed', async (_label, overrides, field, message) => {
+    const response = await post(event(site.id, overrides));
+    expect(response.statusCode).toBe(400);
+    const body = response.json();
+    expect(body).toMatchObject({ success: false, error: 'Validation failed', statusCode: 400 });
+    expect(body.details[field]).toContain(message);
+  });
+
+  it('a body over 16 KiB → 413; malformed JSON → 400', async () => {
+    const big = await post(event(site.id, { page: '/' + 'a'.repeat(20_000) }));
+    expect(big.statusCode).toBe(413);
+    const malformed = await app.inject({ method: 'POST', url: '/api/analytics', payload: '{"websiteId":', headers: { 'content-type': 'application/json' } });
+    expect(malformed.statusCode).toBe(400);
+  });
+
+  it('every 201 under 500 concurrent requests is a committed row (group commit)', async () => {
+    const responses = await Promise.all(
+      Array.from({ length: 500 }, (_, index) => post(event(site.id, { page: `/load/${index % 20}` }), `10.0.${index % 7}.${index % 200}`)),
+    );
+    const acknowledged = responses.filter((response) => response.statusCode === 201).map((response) => response.json().data.id);
+    expect(acknowledged).toHaveLength(500);
+    expect(new Set(acknowledged).size).toBe(500);
+    expect((await storedIds(acknowledged)).size).toBe(500);
+  });
+});
+
+describe('group commit: batches and their failures', () => {
+  it('a failed batch fails exactly its own requests with 503; the next batch is stored', async () => {
+    const app = await buildTestApp({ ANALYTICS_BATCH_MAX_WAIT_MS: '50', ANALYTICS_BATCH_MAX_ROWS: '1000' });
+    const site = await createWebsite(app, 'Failing batch');
+    // A trigger of this test's own refuses one page, so the batch carrying it fails.
+    const poison = `/poison-${randomUUID().slice(0, 8)}`;
+    const trigger = `refuse_${randomUUID().slice(0, 8)}`;
+    await sql.unsafe(`
+      create function public.${trigger}() returns trigger language plpgsql as $$
+      begin
+        if new.page = '${poison}' then raise exception 'refused by test'; end if;
+        return new;
+      end $$;
+      create trigger ${trigger} before insert on public.analytics_events for each row execute function public.${trigger}();`);
+    try {
+      const post = (page: string) => app.inject({ method: 'POST', url: '/api/analytics', payload: event(site.id, { page }) });
+      const doomed = await Promise.all([post(poison), ...Array.from({ length: 9 }, () => post('/innocent'))]);
+      const fine = await Promise.all(Array.from({ length: 10 }, () => post('/later')));
+
+      for (const response of doomed) {
+        expect(response.statusCode).toBe(503);
+        expect(response.json()).toEqual({
+          success: false,
+          error: 'Analytics event could not be stored',
+          statusCode: 503,
+          requestId: expect.any(String),
+        });
+      }
+      expect(fine.map((response) => response.statusCode)).toEqual(Array(10).fill(201));
+      const ids = fine.map((response) => response.json().data.id);
+      expect((await storedIds(ids)).size).toBe(10);
+      const [{ n }] = await sql`select count(*)::int as n from public.analytics_events where website_id = ${site.id} and page = '/innocent'`;
+      expect(n).toBe(0);
+    } finally {
+      await sql.unsafe(`drop trigger ${trigger} on public.analytics_events; drop function public.${trigger}();`);
+      await app.close();
+    }
+  });
+
+  it('closing the app writes what is queued: every 201 id is in the table', async () => {
+    // A long wait, so the requests are still queued when the close begins.
+    const app = await buildTestApp({ ANALYTICS_BATCH_MAX_WAIT_MS: '5000', ANALYTICS_BATCH_MAX_ROWS: '10000' });
+    const site = await createWebsite(app, 'Shutdown flush');
+    const pending = Array.from({ length: 200 }, () => app.inject({ method: 'POST', url: '/api/analytics', payload: event(site.id) }));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const started = Date.now();
+    await app.close();
+    expect(Date.now() - started).toBeLessThan(4000);
+    const responses = await Promise.all(pending);
+    const acknowledged = responses.filter((response) => response.statusCode === 201).map((response) => response.json().data.id);
+    expect(acknowledged).toHaveLength(200);
+    expect((await storedIds(acknowledged)).size).toBe(200);
+  });
+
+  it('requests still arriving during the close are answered, and none is acknowledged without its row', async () => {
+    const app = await buildTestApp({ ANALYTICS_BATCH_MAX_WAIT_MS: '20' });
+    const site = await createWebsite(app, 'Shutdown race');
+    const pending = Array.from({ length: 300 }, () => app.inject({ method: 'POST', url: '/api/analytics', payload: event(site.id) }));
+    const closing = app.close();
+    const responses = await Promise.all(pending);
+    await closing;
+    const acknowledged = responses.filter((response) => response.statusCode === 201).map((response) => response.json().data.id);
+    for (const response of responses) expect([201, 503]).toContain(response.statusCode);
+    expect((await storedIds(acknowledged)).size).toBe(acknowledged.length);
+  });
+
+  it('ingestion draws on the general rate limit', async () => {
+    const app = await buildTestApp({ RATE_LIMIT_GENERAL_PER_15MIN: '3' });
+    try {
+      const site = await createWebsite(app, 'Rate limited');
+      const statuses = [];
+      for (let i = 0; i < 4; i += 1) {
+        statuses.push((await app.inject({ method: 'POST', url: '/api/analytics', payload: event(site.id), remoteAddress: '192.0.2.77' })).statusCode);
+      }
+      expect(statuses).toEqual([201, 201, 201, 429]);
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,145 @@
+import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
+import type postgres from 'postgres';
+import { afterAll, describe, expect, it } from 'vitest';
+import { addDays } from '../src/modules/analytics/dates.ts';
+import {
+  getDailySeries,
+  getDailyTotals,
+  getDeviceSessionCounts,
+  getSessionTotals,
+  getTopPages,
+  getTopReferrers,
+  getUniqueVisitorCount,
+} from '../src/modules/analytics/queries.ts';
+import type { DayRange } from '../src/modules/analytics/schemas.ts';
+import { type FixtureEvent, insertEvents } from './support/analytics.ts';
+import { testSql } from './support/db.ts';
+
+// The rollups must give exactly what the metric definitions give over the raw
+// events, for every range of days, whatever order and grouping the events
+// arrive in (several statements, some at the same time). The reference
+// below computes each metric from analytics_events straight from its
+// definition in docs/analytics.md.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+const FIRST_DAY = '2026-05-01';
+const DAYS = 5;
+
+async function newWebsite(): Promise<string> {
+  const [row] = await sql`
+    insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+    values ('Rollup property', 'rollup.example.test', ${randomBytes(32)}, 'wsk_test') returning id`;
+  return row.id;
+}
+
+/** Every metric from the raw events, by definition. */
+async function reference(tx: postgres.TransactionSql, { websiteId, startDate, endDate }: DayRange) {
+  const [row] = await tx`
+    with ev as (
+      select * from public.analytics_events
+       where website_id = ${websiteId}
+         and created_at >= (${startDate}::date)::timestamp at time zone 'UTC'
+         and created_at < (${endDate}::date + 1)::timestamp at time zone 'UTC'
+    ),
+    sessions as (
+      select session_id, min(created_at) as first_at, max(created_at) as last_at, count(*) as events,
+             count(*) filter (where event_type = 'page_view') as page_views
+        from ev group by session_id
+    )
+    select
+      (select count(*)::int from ev where event_type = 'page_view') as page_views,
+      (select count(distinct visitor_id)::int from ev) as visitors,
+      (select count(*)::int from sessions) as sessions,
+      (select count(*)::int from sessions where events = 1 and page_views = 1) as bounces,
+      (select coalesce(round(sum(extract(epoch from last_at - first_at)) * 1000), 0)::float8 from sessions) as duration_ms,
+      (select coalesce(sum((metadata ->> 'loadTime')::numeric), 0)::float8 from ev where jsonb_typeof(metadata -> 'loadTime') = 'number') as load_time_sum,
+      (select count(*)::int from ev where jsonb_typeof(metadata -> 'loadTime') = 'number') as load_time_count,
+      (select coalesce(json_agg(json_build_object('page', page, 'views', views) order by views desc, page), '[]')
+         from (select page, count(*)::int as views from ev where event_type = 'page_view'
+                group by page order by views desc, page limit 10) p) as top_pages,
+      (select coalesce(json_agg(json_build_object('source', source, 'count', n) order by n desc, source), '[]')
+         from (select referrer_host as source, count(*)::int as n from ev where referrer_host is not null
+                group by 1 order by n desc, source limit 10) r) as referrers,
+      (select coalesce(json_agg(json_build_object('type', device_type, 'count', n) order by n desc, device_type), '[]')
+         from (select device_type, count(distinct session_id)::int as n from ev group by 1) d) as devices,
+      (select json_agg(json_build_object('date', to_char(day, 'YYYY-MM-DD'), 'pageViews', pv, 'uniqueVisitors', v, 'sessions', s) order by day)
+         from (select g::date as day,
+                      (select count(*) from ev where event_type = 'page_view' and (created_at at time zone 'UTC')::date = g::date)::int as pv,
+                      (select count(distinct visitor_id) from ev where (created_at at time zone 'UTC')::date = g::date)::int as v,
+                      (select count(distinct session_id) from ev where (created_at at time zone 'UTC')::date = g::date)::int as s
+                 from generate_series(${startDate}::timestamp, ${endDate}::timestamp, interval '1 day') g) days) as series`;
+  return row;
+}
+
+async function fromRollups(tx: postgres.TransactionSql, range: DayRange) {
+  const [totals, visitors, sessions, topPages, referrers, devices, series] = await Promise.all([
+    getDailyTotals(tx, range),
+    getUniqueVisitorCount(tx, range),
+    getSessionTotals(tx, range),
+    getTopPages(tx, range, 10),
+    getTopReferrers(tx, range, 10),
+    getDeviceSessionCounts(tx, range),
+    getDailySeries(tx, range),
+  ]);
+  return {
+    page_views: totals.pageViews,
+    visitors,
+    sessions: sessions.sessions,
+    bounces: sessions.bounces,
+    duration_ms: sessions.durationMs,
+    load_time_sum: totals.loadTimeSum,
+    load_time_count: totals.loadTimeCount,
+    top_pages: topPages,
+    referrers,
+    devices,
+    series,
+  };
+}
+
+const eventArbitrary = fc.record({
+  type: fc.constantFrom('page_view', 'page_view', 'click', 'custom') as fc.Arbitrary<FixtureEvent['type']>,
+  page: fc.constantFrom('/', '/a', '/b', '/c'),
+  session: fc.constantFrom('s0', 's1', 's2', 's3', 's4', 's5'),
+  visitor: fc.constantFrom('v0', 'v1', 'v2', 'v3'),
+  device: fc.constantFrom('desktop', 'mobile', 'tablet') as fc.Arbitrary<FixtureEvent['device']>,
+  day: fc.integer({ min: 0, max: DAYS - 1 }),
+  // Some events right around midnight.
+  msOfDay: fc.oneof(fc.integer({ min: 0, max: 86_399_999 }), fc.constantFrom(0, 999, 86_399_000, 86_399_999)),
+  referrerHost: fc.option(fc.constantFrom('google.com', 'bing.com', 'example.org'), { nil: undefined }),
+  loadTime: fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined }),
+  chunk: fc.integer({ min: 0, max: 3 }),
+});
+
+describe('rollups equal the metric definitions over raw events', () => {
+  it('for every range, whatever the arrival order and grouping', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(eventArbitrary, { minLength: 1, maxLength: 40 }), fc.boolean(), async (generated, concurrent) => {
+        const websiteId = await newWebsite();
+        const chunks = [0, 1, 2, 3].map((chunk) =>
+          generated
+            .filter((event) => event.chunk === chunk)
+            .map(({ day, msOfDay, ...event }) => ({
+              ...event,
+              at: new Date(Date.parse(`${addDays(FIRST_DAY, day)}T00:00:00Z`) + msOfDay).toISOString(),
+            })),
+        );
+        if (concurrent) await Promise.all(chunks.map((events) => insertEvents(sql, websiteId, events)));
+        else for (const events of chunks.reverse()) await insertEvents(sql, websiteId, events);
+
+        await sql.begin(async (tx) => {
+          for (let start = -1; start <= DAYS; start += 1) {
+            for (let end = start; end <= DAYS; end += 1) {
+              const range = { websiteId, startDate: addDays(FIRST_DAY, start), endDate: addDays(FIRST_DAY, end) };
+              const [expected, actual] = await Promise.all([reference(tx, range), fromRollups(tx, range)]);
+              expect(actual, `${range.startDate}..${range.endDate}`).toEqual(expected);
+            }
+          }
+        });
+      }),
+      { numRuns: 50 },
+    );
+  }, 120_000);
+});

@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest';
+import { addDays, daysInRange, isCalendarDay } from '../src/modules/analytics/dates.ts';
+import { createVisitorIds, describeUserAgent, referrerHost } from '../src/modules/analytics/enrich.ts';
+import { createGroupCommit, QueueFullError } from '../src/modules/analytics/group-commit.ts';
+import { uuidv7 } from '../src/modules/analytics/ids.ts';
+
+// Pure parts of analytics: group commit with a stand-in writer, the facts
+// derived from a request, days and ids.
+
+const tick = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('group commit', () => {
+  function recorder(options: { maxRows?: number; maxWaitMs?: number; maxInFlight?: number; queueMax?: number; fail?: (items: number[]) => boolean }) {
+    const batches: number[][] = [];
+    const commit = createGroupCommit<number, string>({
+      maxRows: options.maxRows ?? 100,
+      maxWaitMs: options.maxWaitMs ?? 5,
+      maxInFlight: options.maxInFlight ?? 1,
+      queueMax: options.queueMax ?? 10_000,
+      async write(items) {
+        batches.push(items);
+        await tick(2);
+        if (options.fail?.(items)) throw new Error('batch failed');
+        return items.map((item) => `ok:${item}`);
+      },
+    });
+    return { commit, batches };
+  }
+
+  it('items arriving together share one batch, written after the wait', async () => {
+    const { commit, batches } = recorder({ maxWaitMs: 20 });
+    const results = await Promise.all([1, 2, 3].map((item) => commit.add(item)));
+    expect(results).toEqual(['ok:1', 'ok:2', 'ok:3']);
+    expect(batches).toEqual([[1, 2, 3]]);
+  });
+
+  it('a full batch is written at once, without waiting', async () => {
+    const { commit, batches } = recorder({ maxRows: 2, maxWaitMs: 10_000, maxInFlight: 5 });
+    const started = Date.now();
+    await Promise.all([1, 2, 3, 4].map((item) => commit.add(item)));
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
+  });
+
+  it('items arriving while a batch is written form the next batch', async () => {
+    const { commit, batches } = recorder({ maxRows: 100, maxWaitMs: 1, maxInFlight: 1 });
+    const first = commit.add(1);
+    await tick(3);
+    const rest = [2, 3, 4].map((item) => commit.add(item));
+    await Promise.all([first, ...rest]);
+    expect(batches.flat()).toEqual([1, 2, 3, 4]);
+    expect(batches.length).toBeLessThanOrEqual(3);
+  });
+
+  it('a failed batch rejects exactly its own items', async () => {
+    const { commit, batches } = recorder({ maxRows: 3, maxInFlight: 3, fail: (items) => items.includes(2) });
+    const outcomes = await Promise.allSettled([1, 2, 3, 4, 5, 6].map((item) => commit.add(item)));
+    expect(batches).toEqual([
+      [1, 2, 3],
+      [4, 5, 6],
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected', 'rejected', 'fulfilled', 'fulfilled', 'fulfilled']);
+  });
+
+  it('refuses items beyond queueMax', async () => {
+    const { commit } = recorder({ maxWaitMs: 50, queueMax: 2 });
+    const accepted = [commit.add(1), commit.add(2)];
+    await expect(commit.add(3)).rejects.toBeInstanceOf(QueueFullError);
+    await Promise.all(accepted);
+  });
+
+  it('drain writes everything queued at once, then refuses new items', async () => {
+    const { commit, batches } = recorder({ maxWaitMs: 60_000 });
+    const pending = [1, 2, 3].map((item) => commit.add(item));
+    await commit.drain();
+    await expect(Promise.all(pending)).resolves.toEqual(['ok:1', 'ok:2', 'ok:3']);
+    expect(batches).toEqual([[1, 2, 3]]);
+    await expect(commit.add(4)).rejects.toThrow('no longer accepting');
+  });
+});
+
+describe('facts derived from a request', () => {
+  it.each([
+    ['https://www.Google.com/search?q=1', 'google.com'],
+    ['https://news.ycombinator.com/item?id=1', 'news.ycombinator.com'],
+    ['http://www2.example.org', 'www2.example.org'],
+    ['android-app://com.slack/', 'com.slack'],
+    ['not a url', null],
+    ['', null],
+    [undefined, null],
+  ])('referrer %s → host %s', (referrer, host) => {
+    expect(referrerHost(referrer)).toBe(host);
+  });
+
+  it('user agents: bots, devices', () => {
+    expect(describeUserAgent('Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)')).toEqual({ bot: true, device: 'desktop' });
+    expect(describeUserAgent('Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/126.0 Mobile Safari/537.36').device).toBe('mobile');
+    expect(describeUserAgent('Mozilla/5.0 (Linux; Android 13; SM-X710) AppleWebKit/537.36 Chrome/126.0 Safari/537.36').device).toBe('tablet');
+    expect(describeUserAgent('Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 Version/17.5 Safari/605.1.15')).toEqual({ bot: false, device: 'desktop' });
+  });
+
+  it('visitor ids rotate with the UTC day and differ per website, IP and user agent', () => {
+    const visitorId = createVisitorIds('a-secret-of-at-least-thirty-two-characters');
+    const base = { websiteId: 'w1', ip: '192.0.2.1', userAgent: 'UA', at: new Date('2026-03-01T10:00:00Z') };
+    const id = visitorId(base);
+    expect(visitorId({ ...base, at: new Date('2026-03-01T23:59:59Z') })).toBe(id);
+    expect(visitorId({ ...base, at: new Date('2026-03-02T00:00:00Z') })).not.toBe(id);
+    expect(visitorId({ ...base, websiteId: 'w2' })).not.toBe(id);
+    expect(visitorId({ ...base, ip: '192.0.2.2' })).not.toBe(id);
+    expect(visitorId({ ...base, userAgent: 'UA2' })).not.toBe(id);
+    expect(visitorId({ ...base, userId: 'member' })).toBe('member');
+    expect(createVisitorIds('another-secret-of-at-least-thirty-two-chars')(base)).not.toBe(id);
+  });
+});
+
+describe('days and ids', () => {
+  it('calendar days', () => {
+    expect(isCalendarDay('2028-02-29')).toBe(true);
+    expect(isCalendarDay('2026-02-29')).toBe(false);
+    expect(isCalendarDay('2026-13-01')).toBe(false);
+    expect(isCalendarDay('2026-1-01')).toBe(false);
+    expect(addDays('2026-03-01', -1)).toBe('2026-02-28');
+    expect(daysInRange('2026-01-01', '2026-12-31')).toBe(365);
+    expect(daysInRange('2026-01-02', '2026-01-01')).toBe(0);
+  });
+
+  it('UUIDv7: version 7, RFC variant, ordered by time', () => {
+    const earlier = uuidv7(1_700_000_000_000);
+    const later = uuidv7(1_700_000_000_001);
+    expect(earlier).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(earlier < later).toBe(true);
+    expect(parseInt(earlier.replace('-', '').slice(0, 12), 16)).toBe(1_700_000_000_000);
+  });
+});

@@ -1,0 +1,301 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
+import { buildTestApp } from './support/app.ts';
+import { adminToken, createWebsite, type FixtureEvent, insertEvents, type TestWebsite } from './support/analytics.ts';
+import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+
+// Analytics queries (issue 5): exact metric values on a small hand-built data
+// set, who may read them (roles, or the website's own key for that website
+// only), and the validation of dates.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+// Four days, the third empty. vA visits three times (s1, s3, s6); s3 runs
+// over midnight; s2 and s6 bounce; s5 has a click and no page view.
+const EVENTS: FixtureEvent[] = [
+  { session: 's1', visitor: 'vA', device: 'desktop', page: '/home', at: '2026-03-01T10:00:00Z', referrerHost: 'google.com', loadTime: 100 },
+  { session: 's1', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-01T10:01:00Z', loadTime: 300 },
+  { session: 's1', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-01T10:02:30Z', type: 'click' },
+  { session: 's2', visitor: 'vB', device: 'mobile', page: '/home', at: '2026-03-01T11:00:00Z', referrerHost: 'news.ycombinator.com' },
+  { session: 's3', visitor: 'vA', device: 'desktop', page: '/pricing', at: '2026-03-01T23:59:00Z', referrerHost: 'google.com' },
+  { session: 's3', visitor: 'vA', device: 'desktop', page: '/home', at: '2026-03-02T00:00:30Z' },
+  { session: 's4', visitor: 'user-42', device: 'tablet', page: '/home', at: '2026-03-02T09:00:00Z', loadTime: 250 },
+  { session: 's4', visitor: 'user-42', device: 'tablet', page: '/contact', at: '2026-03-02T09:00:20Z', type: 'form_submit' },
+  { session: 's5', visitor: 'vB', device: 'mobile', page: '/home', at: '2026-03-02T12:00:00Z', type: 'click' },
+  { session: 's6', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-04T08:00:00Z', referrerHost: 'google.com' },
+  { session: 's7', visitor: 'vD', device: 'mobile', page: '/pricing', at: '2026-03-04T15:00:00Z' },
+  { session: 's7', visitor: 'vD', device: 'mobile', page: '/home', at: '2026-03-04T15:05:00Z', referrerHost: 'twitter.com' },
+];
+
+const EMPTY = {
+  pageViews: 0,
+  uniqueVisitors: 0,
+  sessions: 0,
+  avgSessionDuration: 0,
+  bounceRate: 0,
+  topPages: [],
+  referrers: [],
+  devices: [],
+  avgLoadTime: null,
+};
+
+describe('analytics summaries', () => {
+  let app: FastifyInstance;
+  let site: TestWebsite;
+  let other: TestWebsite;
+  let admin: string;
+
+  beforeAll(async () => {
+    app = await buildTestApp();
+    admin = await adminToken();
+    [site, other] = [await createWebsite(app, 'Fixture site'), await createWebsite(app, 'Other site')];
+    // Out of order, in three statements: later days first, so rows are relinked.
+    await insertEvents(sql, site.id, EVENTS.filter((event) => event.at >= '2026-03-04'));
+    await insertEvents(sql, site.id, EVENTS.filter((event) => event.at.startsWith('2026-03-02')));
+    await insertEvents(sql, site.id, EVENTS.filter((event) => event.at < '2026-03-02'));
+    await insertEvents(sql, other.id, [{ session: 'x1', visitor: 'vX', device: 'desktop', page: '/x', at: '2026-03-01T12:00:00Z' }]);
+  });
+  afterAll(async () => app?.close());
+
+  const summary = (query: string, headers: Record<string, string>) =>
+    app.inject({ method: 'GET', url: `/api/analytics?${query}`, headers });
+
+  it('the whole four days, exactly', async () => {
+    const response = await summary(`websiteId=${site.id}&startDate=2026-03-01&endDate=2026-03-04`, { 'x-api-key': site.apiKey });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({
+      success: true,
+      data: {
+        websiteId: site.id,
+        startDate: '2026-03-01',
+        endDate: '2026-03-04',
+        pageViews: 9,
+        uniqueVisitors: 4,
+        sessions: 7,
+        // (150 + 0 + 90 + 20 + 0 + 0 + 300) / 7 = 80 seconds
+        avgSessionDuration: 80,
+        // s2 and s6 of 7
+        bounceRate: 0.2857,
+        topPages: [
+          { page: '/home', views: 5 },
+          { page: '/about', views: 2 },
+          { page: '/pricing', views: 2 },
+        ],
+        referrers: [
+          { source: 'google.com', count: 3 },
+          { source: 'news.ycombinator.com', count: 1 },
+          { source: 'twitter.com', count: 1 },
+        ],
+        devices: [
+          { type: 'desktop', count: 3 },
+          { type: 'mobile', count: 3 },
+          { type: 'tablet', count: 1 },
+        ],
+        // (100 + 300 + 250) / 3
+        avgLoadTime: 216.67,
+      },
+    });
+  });
+
+  it('one day: a session crossing midnight counts only its events of that day', async () => {
+    const response = await summary(`websiteId=${site.id}&startDate=2026-03-02&endDate=2026-03-02`, { 'x-api-key': site.apiKey });
+    expect(response.json().data).toMatchObject({
+      pageViews: 2,
+      uniqueVisitors: 3,
+      sessions: 3,
+      // s3 has one event that day (0 s), s4 20 s, s5 0 s: 20 / 3 → 7
+      avgSessionDuration: 7,
+      // s3's single page view that day is a bounce there; s5 (a click) is not.
+      bounceRate: 0.3333,
+      topPages: [
+        { page: '/home', views: 2 },
+      ],
+      referrers: [],
+      devices: [
+        { type: 'desktop', count: 1 },
+        { type: 'mobile', count: 1 },
+        { type: 'tablet', count: 1 },
+      ],
+      avgLoadTime: 250,
+    });
+  });
+
+  it('two days: distinct visitors and sessions are not summed per day', async () => {
+    const response = await summary(`websiteId=${site.id}&startDate=2026-03-01&endDate=2026-03-02`, { authorization: `Bearer ${admin}` });
+    expect(response.json().data).toMatchObject({
+      pageViews: 6,
+      uniqueVisitors: 3,
+      sessions: 5,
+      avgSessionDuration: 52,
+      bounceRate: 0.2,
+      devices: [
+        { type: 'desktop', count: 2 },
+        { type: 'mobile', count: 2 },
+        { type: 'tablet', count: 1 },
+      ],
+    });
+  });
+
+  it('the empty day has zeros, empty lists and no load time', async () => {
+    const response = await summary(`websiteId=${site.id}&startDate=2026-03-03&endDate=2026-03-03`, { 'x-api-key': site.apiKey });
+    expect(response.json().data).toEqual({ websiteId: site.id, startDate: '2026-03-03', endDate: '2026-03-03', ...EMPTY });
+  });
+
+  it('GET /api/analytics/website/:websiteId gives the same summary', async () => {
+    const query = 'startDate=2026-03-01&endDate=2026-03-04';
+    const byQuery = await summary(`websiteId=${site.id}&${query}`, { 'x-api-key': site.apiKey });
+    const byPath = await app.inject({ method: 'GET', url: `/api/analytics/website/${site.id}?${query}`, headers: { 'x-api-key': site.apiKey } });
+    expect(byPath.statusCode).toBe(200);
+    expect(byPath.json()).toEqual(byQuery.json());
+  });
+
+  it('date-range: one entry per day, the empty day included', async () => {
+    const response = await app.inject({
+      method: 'GET',
+      url: `/api/analytics/date-range?websiteId=${site.id}&startDate=2026-02-28&endDate=2026-03-04`,
+      headers: { authorization: `Bearer ${admin}` },
+    });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({
+      success: true,
+      data: {
+        websiteId: site.id,
+        startDate: '2026-02-28',
+        endDate: '2026-03-04',
+        days: [
+          { date: '2026-02-28', pageViews: 0, uniqueVisitors: 0, sessions: 0 },
+          { date: '2026-03-01', pageViews: 4, uniqueVisitors: 2, sessions: 3 },
+          { date: '2026-03-02', pageViews: 2, uniqueVisitors: 3, sessions: 3 },
+          { date: '2026-03-03', pageViews: 0, uniqueVisitors: 0, sessions: 0 },
+          { date: '2026-03-04', pageViews: 3, uniqueVisitors: 2, sessions: 2 },
+        ],
+      },
+    });
+  });
+
+  it('without dates: the last 30 days up to today (UTC)', async () => {
+    const response = await summary(`websiteId=${site.id}`, { 'x-api-key': site.apiKey });
+    expect(response.statusCode).toBe(200);
+    const today = utcDay(new Date());
+    expect(response.json().data).toMatchObject({ startDate: addDays(today, -29), endDate: today });
+    const series = await app.inject({ method: 'GET', url: `/api/analytics/date-range?websiteId=${site.id}`, headers: { 'x-api-key': site.apiKey } });
+    expect(series.json().data.days).toHaveLength(30);
+  });
+
+  it("a website's key reads that website only", async () => {
+    const dates = 'startDate=2026-03-01&endDate=2026-03-04';
+    const own = await summary(`websiteId=${other.id}&${dates}`, { 'x-api-key': other.apiKey });
+    expect(own.statusCode).toBe(200);
+    expect(own.json().data.pageViews).toBe(1);
+    for (const url of [
+      `/api/analytics?websiteId=${site.id}&${dates}`,
+      `/api/analytics/website/${site.id}?${dates}`,
+      `/api/analytics/date-range?websiteId=${site.id}&${dates}`,
+    ]) {
+      const refused = await app.inject({ method: 'GET', url, headers: { 'x-api-key': other.apiKey } });
+      expect(refused.statusCode, url).toBe(403);
+      expect(refused.json()).toEqual({ success: false, error: 'Insufficient permissions', statusCode: 403 });
+    }
+  });
+
+  it('no credentials, an unknown key or a bad token → 401', async () => {
+    const url = `/api/analytics?websiteId=${site.id}`;
+    for (const headers of [
+      {},
+      { 'x-api-key': 'wsk_' + 'A'.repeat(43) },
+      { 'x-api-key': 'not-a-key' },
+      { authorization: 'Bearer not-a-jwt' },
+    ]) {
+      const response = await app.inject({ method: 'GET', url, headers });
+      expect(response.statusCode, JSON.stringify(headers)).toBe(401);
+      expect(response.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+    }
+  });
+
+  it('an unknown website → 404 Website not found', async () => {
+    const response = await summary(`websiteId=${crypto.randomUUID()}`, { authorization: `Bearer ${admin}` });
+    expect(response.statusCode).toBe(404);
+    expect(response.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+  });
+
+  it.each([
+    ['startDate=2026-02-30&endDate=2026-03-04', 'startDate', 'Start date must be a date written YYYY-MM-DD'],
+    ['startDate=2026-3-01&endDate=2026-03-04', 'startDate', 'Start date must be a date written YYYY-MM-DD'],
+    ['startDate=2026-03-01&endDate=yesterday', 'endDate', 'End date must be a date written YYYY-MM-DD'],
+    ['startDate=2026-03-05&endDate=2026-03-04', 'startDate', 'Start date must not be after end date'],
+    ['startDate=2025-03-01&endDate=2026-03-02', 'endDate', 'Date range must be at most 366 days'],
+  ])('dates %s → 400 on %s', async (query, field, message) => {
+    for (const url of [`/api/analytics?websiteId=${site.id}&${query}`, `/api/analytics/date-range?websiteId=${site.id}&${query}`]) {
+      const response = await app.inject({ method: 'GET', url, headers: { 'x-api-key': site.apiKey } });
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { [field]: [message] } });
+    }
+  });
+
+  it('366 days are allowed; a missing or malformed websiteId is refused', async () => {
+    const allowed = await summary(`websiteId=${site.id}&startDate=2025-03-03&endDate=2026-03-03`, { 'x-api-key': site.apiKey });
+    expect(allowed.statusCode).toBe(200);
+    const missing = await summary('', { authorization: `Bearer ${admin}` });
+    expect(missing.json()).toMatchObject({ statusCode: 400, details: { websiteId: ['Website id is required'] } });
+    const malformed = await summary('websiteId=nope', { authorization: `Bearer ${admin}` });
+    expect(malformed.json()).toMatchObject({ statusCode: 400, details: { websiteId: ['Website id must be a UUID'] } });
+  });
+});
+
+describe('row-level security on analytics tables', () => {
+  let app: FastifyInstance;
+  let site: TestWebsite;
+  const tables = ['analytics_events', 'analytics_daily_totals', 'analytics_daily_pages', 'analytics_daily_distinct', 'analytics_daily_sessions'];
+
+  beforeAll(async () => {
+    app = await buildTestApp();
+    site = await createWebsite(app, 'RLS site');
+    await insertEvents(sql, site.id, EVENTS.slice(0, 4));
+  });
+  afterAll(async () => app?.close());
+
+  it.each(['viewer', 'editor', 'admin'] as const)('a %s reads events and rollups', async (role) => {
+    const user = await createAuthUser(sql);
+    await grantRole(sql, user.id, role);
+    for (const table of tables) {
+      const rows = await asUser(sql, user.id, (tx) => tx`select count(*)::int as n from ${tx('public.' + table)} where website_id = ${site.id}`);
+      expect(rows[0].n, table).toBeGreaterThan(0);
+    }
+  });
+
+  it('a user without a role reads nothing; anon may not even ask', async () => {
+    const user = await createAuthUser(sql);
+    for (const table of tables) {
+      const rows = await asUser(sql, user.id, (tx) => tx`select count(*)::int as n from ${tx('public.' + table)} where website_id = ${site.id}`);
+      expect(rows[0].n, table).toBe(0);
+      await expect(asUser(sql, null, (tx) => tx`select 1 from ${tx('public.' + table)}`)).rejects.toMatchObject({ code: '42501' });
+    }
+  });
+
+  it('no API role writes events or rollups directly, not even an admin', async () => {
+    const user = await createAuthUser(sql);
+    await grantRole(sql, user.id, 'admin');
+    await expect(
+      asUser(sql, user.id, (tx) => tx`
+        insert into public.analytics_events (id, website_id, event_type, page, user_agent, device_type, session_id, visitor_id)
+        values (gen_random_uuid(), ${site.id}, 'page_view', '/', 'ua', 'desktop', 's', 'v')`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      asUser(sql, user.id, (tx) => tx`update public.analytics_daily_totals set events = 0 where website_id = ${site.id}`),
+    ).rejects.toMatchObject({ code: '42501' });
+  });
+
+  it('events are append-only; deleting the website removes them with their rollups', async () => {
+    await expect(sql`delete from public.analytics_events where website_id = ${site.id}`).rejects.toMatchObject({ code: '55000' });
+    await expect(sql`update public.analytics_events set page = '/x' where website_id = ${site.id}`).rejects.toMatchObject({ code: '55000' });
+    const doomed = await createWebsite(app, 'Doomed');
+    await insertEvents(sql, doomed.id, EVENTS.slice(0, 3));
+    await sql`delete from public.websites where id = ${doomed.id}`;
+    for (const table of [...tables, 'analytics_session_days', 'analytics_distinct_days', 'analytics_daily_referrers']) {
+      const [row] = await sql`select count(*)::int as n from ${sql('public.' + table)} where website_id = ${doomed.id}`;
+      expect(row.n, table).toBe(0);
+    }
+  });
+});

@@ -1,0 +1,258 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
+import { feedbackBody, waitFor } from './support/feedback-fixtures.ts';
+import { type ResendStandIn, startResendStandIn } from './support/resend-stand-in.ts';
+
+// The notification that is never lost (SPEC section 6): the outbox row
+// commits with the feedback, a worker sends it through Resend (a loopback
+// stand-in here) or SMTP (the stack's sink), retries with backoff while the
+// provider is down, survives a restart, and two workers never send one
+// e-mail twice. Each test makes its own feedback and looks only at it.
+
+const sql = testSql();
+const NOTIFY = ['triage-a@example.test', 'triage-b@example.test'];
+const ADMIN_URL = 'https://admin.example.test/console';
+// Fast polling and backoff so retries happen within a test.
+const FAST_WORKER = {
+  FEEDBACK_OUTBOX_WORKER: 'true', // off by default in test apps
+  FEEDBACK_OUTBOX_POLL_MS: '25',
+  FEEDBACK_OUTBOX_RETRY_BASE_MS: '20',
+  FEEDBACK_OUTBOX_RETRY_MAX_MS: '100',
+  FEEDBACK_OUTBOX_MAX_ATTEMPTS: '1000',
+};
+
+// The resend package would read this; our code passes the base URL from Config instead.
+const envBaseUrl = process.env.RESEND_BASE_URL;
+process.env.RESEND_BASE_URL = 'http://127.0.0.1:9/not-the-stand-in';
+
+let resend: ResendStandIn;
+const apps: FastifyInstance[] = [];
+
+beforeEach(async () => {
+  resend = await startResendStandIn();
+});
+afterEach(async () => {
+  await Promise.all(apps.splice(0).map((app) => app.close()));
+  await resend.stop();
+});
+afterAll(async () => {
+  process.env.RESEND_BASE_URL = envBaseUrl;
+  await sql.end();
+});
+
+async function resendApp(overrides: Record<string, string> = {}): Promise<FastifyInstance> {
+  const app = await buildTestApp({
+    RESEND_API_KEY: 're_test_key',
+    RESEND_BASE_URL: resend.url,
+    EMAIL_FROM: 'Portfolio Feedback <feedback@example.test>',
+    FEEDBACK_NOTIFY_EMAILS: NOTIFY.join(', '),
+    ADMIN_URL,
+    ...FAST_WORKER,
+    ...overrides,
+  });
+  apps.push(app);
+  return app;
+}
+
+async function submit(app: FastifyInstance, overrides: Record<string, unknown> = {}): Promise<string> {
+  const response = await app.inject({ method: 'POST', url: '/api/feedback', payload: feedbackBody(overrides) });
+  expect(response.statusCode, response.body).toBe(201);
+  return response.json().data.id;
+}
+
+const outboxOf = async (feedbackId: string) =>
+  (await sql`select id, attempts, sent_at, gave_up_at, last_error, provider_message_id from public.feedback_outbox where feedback_id = ${feedbackId}`)[0];
+
+describe('notification e-mail', () => {
+  it('through Resend: subject, sender, recipients, escaped HTML, text, direct link, idempotency key', async () => {
+    const app = await resendApp();
+    expect(app.feedbackOutbox.transport).toBe('resend');
+    const id = await submit(app, {
+      name: 'Eve <script>',
+      email: "eve.o'neil@example.test",
+      rating: 2,
+      comment: 'The <script>alert("x")</script> tag & friends\nshow up raw.',
+      category: 'Bug Report',
+      location: 'https://example.test/contact?a=1&b=2',
+    });
+    const [request] = await waitFor(() => resend.sentAbout(id).length === 1 && resend.sentAbout(id), 10_000, 'the e-mail');
+    const outbox = await waitFor(async () => {
+      const row = await outboxOf(id);
+      return row.sent_at !== null && row;
+    });
+
+    expect(request.authorization).toBe('Bearer re_test_key');
+    expect(request.userAgent).toBe('portfolio-backend');
+    expect(request.idempotencyKey).toMatch(new RegExp(`^feedback-notification-${outbox.id}-[0-9a-f]{16}$`));
+    expect(request.body).toMatchObject({ from: 'Portfolio Feedback <feedback@example.test>', to: NOTIFY, subject: 'New Feedback Submission' });
+
+    const link = `${ADMIN_URL}/feedback/${id}`;
+    // Plain text: the words as typed.
+    for (const line of [
+      'Name: Eve <script>',
+      "Email: eve.o'neil@example.test",
+      'Rating: 2 / 5',
+      'Category: Bug Report',
+      'Location: https://example.test/contact?a=1&b=2',
+      'The <script>alert("x")</script> tag & friends\nshow up raw.',
+      `Open it: ${link}`,
+    ]) {
+      expect(request.body.text).toContain(line);
+    }
+    // HTML: escaped exactly once, never live markup.
+    expect(request.body.html).not.toContain('<script>');
+    expect(request.body.html).toContain('Eve &lt;script&gt;');
+    expect(request.body.html).toContain('The &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; tag &amp; friends');
+    expect(request.body.html).toContain('eve.o&#39;neil@example.test');
+    expect(request.body.html).toContain('https://example.test/contact?a=1&amp;b=2');
+    expect(request.body.html).toContain(`<a href="${link}">`);
+    expect(request.body.html).not.toContain('&amp;lt;');
+
+    expect(outbox).toMatchObject({ attempts: 1, gave_up_at: null, last_error: null, provider_message_id: expect.stringMatching(/^stand-in-/) });
+  });
+
+  it('through SMTP into the stack sink, read back over its HTTP API', async () => {
+    const recipient = uniqueEmail('smtp-triage');
+    const app = await buildTestApp({
+      SMTP_URL: `smtp://127.0.0.1:${inject('stack').smtpPort}`,
+      EMAIL_FROM: 'Portfolio Feedback <feedback@example.test>',
+      FEEDBACK_NOTIFY_EMAILS: recipient,
+      ADMIN_URL,
+      ...FAST_WORKER,
+    });
+    apps.push(app);
+    expect(app.feedbackOutbox.transport).toBe('smtp');
+    const id = await submit(app, { comment: 'Sent through <SMTP> & read back', category: 'Feature Request' });
+
+    type Message = { to: string[]; from: string; subject: string; text: string; html: string };
+    const message = await waitFor(async () => {
+      const messages = (await (await fetch(`${inject('stack').mailApiUrl}/messages`)).json()) as Message[];
+      return messages.find((m) => m.to.includes(recipient) && m.text.includes(id));
+    }, 10_000, 'the SMTP message');
+    expect(message.subject).toBe('New Feedback Submission');
+    expect(message.from).toBe('feedback@example.test');
+    expect(message.text).toContain('Sent through <SMTP> & read back');
+    expect(message.text).toContain('Category: Feature Request');
+    expect(message.text).toContain(`${ADMIN_URL}/feedback/${id}`);
+    expect(message.html).toContain('Sent through &lt;SMTP&gt; &amp; read back');
+    await waitFor(async () => (await outboxOf(id)).sent_at !== null);
+  });
+
+  it('without FEEDBACK_NOTIFY_EMAILS it goes to every user with the admin role', async () => {
+    const admin = await createAuthUser(sql, { email: uniqueEmail('admin-recipient') });
+    await grantRole(sql, admin.id, 'admin');
+    const editor = await createAuthUser(sql, { email: uniqueEmail('editor-not-recipient') });
+    await grantRole(sql, editor.id, 'editor');
+    const app = await resendApp({ FEEDBACK_NOTIFY_EMAILS: '' });
+    const id = await submit(app);
+    const [request] = await waitFor(() => resend.sentAbout(id).length === 1 && resend.sentAbout(id));
+    expect(request.body.to).toContain(admin.email);
+    expect(request.body.to).not.toContain(editor.email);
+  });
+});
+
+describe('never lost, never twice', () => {
+  it('provider down: the submission still succeeds; after recovery the e-mail arrives exactly once', async () => {
+    resend.mode = 'down';
+    const app = await resendApp();
+    const started = performance.now();
+    const id = await submit(app);
+    const submitMs = performance.now() - started;
+
+    // The worker keeps trying, with backoff, while the provider is down.
+    await waitFor(async () => (await outboxOf(id)).attempts >= 3, 10_000, 'three failed attempts');
+    expect(resend.sentAbout(id)).toHaveLength(0);
+    const failing = await outboxOf(id);
+    expect(failing).toMatchObject({ sent_at: null, gave_up_at: null, last_error: expect.stringContaining('resend 503') });
+
+    resend.mode = 'up';
+    await waitFor(async () => (await outboxOf(id)).sent_at !== null, 10_000, 'delivery after recovery');
+    await new Promise((resolve) => setTimeout(resolve, 300)); // several more poll cycles
+    const requests = resend.about(id);
+    expect(resend.sentAbout(id)).toHaveLength(1);
+    expect(requests.filter((r) => r.status === 200)).toHaveLength(1);
+    expect(requests.filter((r) => r.status === 503).length).toBeGreaterThanOrEqual(3);
+    // Every try carried the same key, so Resend could drop a repeat.
+    expect(new Set(requests.map((r) => r.idempotencyKey)).size).toBe(1);
+    const sent = await outboxOf(id);
+    expect(sent.attempts).toBe(requests.length);
+    expect(sent.last_error).toBeNull();
+    console.log(`provider down: 201 in ${submitMs.toFixed(0)} ms; ${requests.length - 1} failed tries, then 1 delivery`);
+  });
+
+  it('a restart in between loses nothing', async () => {
+    resend.mode = 'down';
+    const first = await resendApp();
+    const id = await submit(first);
+    await waitFor(async () => (await outboxOf(id)).attempts >= 1, 10_000, 'a failed attempt');
+    await first.close();
+    apps.splice(apps.indexOf(first), 1);
+    expect((await outboxOf(id)).sent_at).toBeNull();
+
+    resend.mode = 'up';
+    await resendApp(); // a new instance, as after a deploy
+    await waitFor(async () => (await outboxOf(id)).sent_at !== null, 10_000, 'delivery by the new instance');
+    expect(resend.sentAbout(id)).toHaveLength(1);
+  });
+
+  it('two workers on one database never send the same e-mail twice', async () => {
+    resend.latencyMs = 15; // sends overlap between the two workers
+    const a = await resendApp({ RESEND_API_KEY: 're_worker_a' });
+    const b = await resendApp({ RESEND_API_KEY: 're_worker_b' });
+    // A backlog that becomes due at one instant, then both workers race for it.
+    const ids = Array.from({ length: 40 }, () => crypto.randomUUID());
+    await sql`
+      insert into public.feedback (id, name, email, comment, rating)
+      select id, 'Concurrent Person', 'concurrent@example.test', 'Concurrent feedback for two workers', 3
+        from unnest(${ids}::uuid[]) as id`;
+    a.feedbackOutbox.wake();
+    b.feedbackOutbox.wake();
+    await waitFor(
+      async () => (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${ids}::uuid[]) and sent_at is not null`)[0].n === ids.length,
+      20_000,
+      'all 40 sent',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    for (const id of ids) expect(resend.about(id), id).toHaveLength(1);
+    const byWorker = (key: string) => ids.filter((id) => resend.about(id)[0].authorization === `Bearer ${key}`).length;
+    console.log(`two workers: worker a sent ${byWorker('re_worker_a')}, worker b sent ${byWorker('re_worker_b')} of ${ids.length}`);
+    expect(byWorker('re_worker_a')).toBeGreaterThan(0);
+    expect(byWorker('re_worker_b')).toBeGreaterThan(0);
+  });
+
+  it('an instance with the worker switched off sends nothing; the row waits for one that runs it', async () => {
+    const quiet = await resendApp({ FEEDBACK_OUTBOX_WORKER: 'false' });
+    expect(quiet.feedbackOutbox.transport).toBeNull();
+    const id = await submit(quiet);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await outboxOf(id)).toMatchObject({ attempts: 0, sent_at: null });
+    await resendApp();
+    await waitFor(async () => (await outboxOf(id)).sent_at !== null, 10_000, 'delivery by a worker instance');
+    expect(resend.sentAbout(id)).toHaveLength(1);
+  });
+
+  it('a message the provider refuses for good is kept as given up after one try', async () => {
+    resend.mode = 'refuse';
+    const app = await resendApp();
+    const id = await submit(app);
+    const row = await waitFor(async () => {
+      const current = await outboxOf(id);
+      return current.gave_up_at !== null && current;
+    });
+    expect(row).toMatchObject({ attempts: 1, sent_at: null, last_error: expect.stringContaining('resend 422') });
+  });
+
+  it('after FEEDBACK_OUTBOX_MAX_ATTEMPTS failed tries the row is kept as given up', async () => {
+    resend.mode = 'down';
+    const app = await resendApp({ FEEDBACK_OUTBOX_MAX_ATTEMPTS: '3' });
+    const id = await submit(app);
+    const row = await waitFor(async () => {
+      const current = await outboxOf(id);
+      return current.gave_up_at !== null && current;
+    });
+    expect(row).toMatchObject({ attempts: 3, sent_at: null });
+    expect(resend.about(id)).toHaveLength(3);
+  });
+});

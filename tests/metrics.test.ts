@@ -1,0 +1,123 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RateWindow } from '../src/lib/rate-window.ts';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import type { MetricsSnapshot } from '../src/plugins/metrics-snapshot.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
+
+// Metrics live in a registry of each app's own, so the counts below are this
+// app's requests only and can be compared exactly.
+
+const METRICS_TOKEN = 'metrics-token-for-tests-0123456789';
+
+describe('RateWindow', () => {
+  it('averages the last minute, the current second included, and forgets older seconds', () => {
+    const start = 1_000_000_000_000;
+    const window = new RateWindow(60, start);
+    for (let i = 0; i < 30; i += 1) window.record(start + 100);
+    // A young window is divided by its age, at least one second.
+    expect(window.perSecond(start + 200)).toBe(30);
+    window.record(start + 1_500, 10);
+    expect(window.lastSecond(start + 1_900)).toBe(30);
+    expect(window.lastSecond(start + 2_100)).toBe(10);
+    expect(window.perSecond(start + 2_000)).toBe(20);
+    // A minute later both seconds have left the window.
+    expect(window.perSecond(start + 62_500)).toBe(0);
+    window.record(start + 62_500, 6);
+    expect(window.perSecond(start + 63_000)).toBeCloseTo(6 / 60);
+  });
+});
+
+describe('metrics', () => {
+  let app: FastifyInstance;
+  let adminToken: string;
+  beforeAll(async () => {
+    app = await buildTestApp({ METRICS_TOKEN });
+    adminToken = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID());
+  });
+  afterAll(async () => app.close());
+
+  const snapshot = async (): Promise<MetricsSnapshot> => {
+    const response = await app.inject({ method: 'GET', url: '/api/admin/metrics', headers: { authorization: `Bearer ${adminToken}` } });
+    expect(response.statusCode).toBe(200);
+    return response.json().data;
+  };
+  const healthRoute = (s: MetricsSnapshot) => s.routes.find((r) => r.method === 'GET' && r.route === '/health');
+
+  it('counts requests per route and status class, with latency percentiles', async () => {
+    const before = await snapshot();
+    for (let i = 0; i < 5; i += 1) expect((await app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+    expect((await app.inject({ method: 'GET', url: '/no/such/route' })).statusCode).toBe(404);
+
+    // onResponse runs once the answer is out, so give it a moment.
+    await expect.poll(async () => healthRoute(await snapshot())?.count ?? 0).toBe((healthRoute(before)?.count ?? 0) + 5);
+    const after = await snapshot();
+    expect(after.requests.total).toBeGreaterThanOrEqual(before.requests.total + 6);
+    expect(after.requests.byStatusClass['4xx'] ?? 0).toBe((before.requests.byStatusClass['4xx'] ?? 0) + 1);
+    expect(after.requests.byStatusCode['404']).toBe((before.requests.byStatusCode['404'] ?? 0) + 1);
+    expect(after.routes.find((r) => r.route === '(unmatched)')).toMatchObject({ count: 1, errors: 1, serverErrors: 0 });
+
+    const health = healthRoute(after)!;
+    expect(health.errors).toBe(0);
+    for (const p of [health.latencyMs.p50, health.latencyMs.p95, health.latencyMs.p99]) expect(p).toBeGreaterThan(0);
+    expect(health.latencyMs.p50!).toBeLessThanOrEqual(health.latencyMs.p99!);
+    expect(after.latencyMs.p95).toBeGreaterThan(0);
+    expect(after.requests.perSecond).toBeGreaterThan(0);
+    expect(after.memory.rssBytes).toBeGreaterThan(after.memory.heapUsedBytes);
+    expect(after.uptimeSeconds).toBeGreaterThanOrEqual(before.uptimeSeconds);
+  });
+
+  it('samples once a second for the dashboard, event-loop lag included', async () => {
+    await expect.poll(() => app.metrics.history().length, { timeout: 5_000, interval: 200 }).toBeGreaterThan(1);
+    const [sample] = app.metrics.history();
+    expect(sample.rssBytes).toBeGreaterThan(0);
+    expect(sample.eventLoopLagP99Ms).toBeGreaterThanOrEqual(0);
+    expect((await snapshot()).eventLoopLagMs.p99).toBeGreaterThan(0);
+  });
+
+  it('serves Prometheus text at /metrics for the METRICS_TOKEN bearer only', async () => {
+    await app.inject({ method: 'GET', url: '/health' });
+    for (const headers of [{}, { authorization: 'Bearer wrong-token-of-some-length' }, { authorization: `Bearer ${adminToken}` }]) {
+      const refused = await app.inject({ method: 'GET', url: '/metrics', headers });
+      expect(refused.statusCode).toBe(401);
+      expect(refused.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+    }
+    const response = await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toContain('text/plain');
+    const text = response.body;
+    expect(text).toMatch(/http_requests_total\{method="GET",route="\/health",status_class="2xx"\} \d+/);
+    expect(text).toMatch(/http_request_duration_seconds\{quantile="0.99",method="GET",route="\/health"\} [\d.e-]+/);
+    for (const name of [
+      'http_requests_per_second',
+      'process_resident_memory_bytes',
+      'nodejs_heap_used_bytes',
+      'nodejs_eventloop_lag_p99_seconds',
+      'process_uptime_seconds',
+      'app_logs_dropped_total',
+    ]) {
+      expect(text).toContain(`# TYPE ${name} `);
+    }
+  });
+
+  it('has no /metrics route when METRICS_TOKEN is unset, and refuses too short a token', async () => {
+    const plain = await buildTestApp();
+    try {
+      expect((await plain.inject({ method: 'GET', url: '/metrics' })).statusCode).toBe(404);
+    } finally {
+      await plain.close();
+    }
+    await expect(buildTestApp({ METRICS_TOKEN: 'short' })).rejects.toThrow(/METRICS_TOKEN is invalid/);
+  });
+
+  it('keeps the registries of two apps apart', async () => {
+    const other = await buildTestApp();
+    try {
+      const response = await other.inject({ method: 'GET', url: '/api/admin/metrics', headers: { authorization: `Bearer ${adminToken}` } });
+      const routes: MetricsSnapshot['routes'] = response.json().data.routes;
+      expect(routes.find((r) => r.route === '/health')).toBeUndefined();
+    } finally {
+      await other.close();
+    }
+  });
+});

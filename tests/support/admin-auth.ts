@@ -1,0 +1,46 @@
+import type { FastifyInstance, InjectOptions } from 'fastify';
+import { SignJWT } from 'jose';
+import { expect } from 'vitest';
+import { signLegacyAdminToken } from '../../src/lib/tokens.ts';
+import { TEST_ADMIN_JWT_SECRET } from './app.ts';
+
+// Tokens an admin route must refuse with 401, for the administration tests:
+// none, garbage, a legacy admin token signed with another secret, an expired
+// one, and a Supabase-shaped token signed with another project's secret.
+
+const encoder = new TextEncoder();
+
+export async function refusedTokens(): Promise<{ label: string; authorization?: string }[]> {
+  const otherSecret = encoder.encode('not-this-projects-secret-0123456789abcdef');
+  const forgedUser = await new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: crypto.randomUUID() })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setSubject(crypto.randomUUID())
+    .setIssuedAt()
+    .setExpirationTime('1h')
+    .sign(otherSecret);
+  const expiredLegacy = await new SignJWT({ admin: true, userId: 'x' })
+    .setProtectedHeader({ alg: 'HS256' })
+    .setIssuedAt(Math.floor(Date.now() / 1000) - 25 * 3600)
+    .setExpirationTime(Math.floor(Date.now() / 1000) - 3600)
+    .sign(encoder.encode(TEST_ADMIN_JWT_SECRET));
+  return [
+    { label: 'no token' },
+    { label: 'garbage', authorization: 'Bearer not-a-jwt' },
+    { label: 'forged legacy admin token', authorization: `Bearer ${await signLegacyAdminToken('not-the-admin-secret-0123456789abcdef', 'x')}` },
+    { label: 'expired legacy admin token', authorization: `Bearer ${expiredLegacy}` },
+    { label: 'forged user token', authorization: `Bearer ${forgedUser}` },
+  ];
+}
+
+/** Every refused token gets 401 `Authentication required` from `request`. */
+export async function expectRefused(app: FastifyInstance, request: InjectOptions): Promise<void> {
+  for (const { label, authorization } of await refusedTokens()) {
+    const response = await app.inject({ ...request, headers: { ...request.headers, ...(authorization ? { authorization } : {}) } });
+    expect(response.statusCode, `${request.method} ${request.url} with ${label}`).toBe(401);
+    expect(response.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+  }
+}
+
+export async function legacyAdmin(userId: string = crypto.randomUUID()): Promise<{ authorization: string }> {
+  return { authorization: `Bearer ${await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, userId)}` };
+}

@@ -1,0 +1,56 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type postgres from 'postgres';
+import { signLegacyAdminToken } from '../../src/lib/tokens.ts';
+import { TEST_ADMIN_JWT_SECRET } from './app.ts';
+
+// Helpers for the websites and analytics tests: websites made through the
+// API (so each test owns its rows and its API key), and events written
+// straight into Postgres with chosen timestamps, as a bulk load would.
+
+export const adminToken = () => signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, `ops-${randomUUID().slice(0, 8)}`);
+
+export interface TestWebsite {
+  id: string;
+  apiKey: string;
+}
+
+export async function createWebsite(app: FastifyInstance, name = 'Test site'): Promise<TestWebsite> {
+  const response = await app.inject({
+    method: 'POST',
+    url: '/api/websites',
+    headers: { authorization: `Bearer ${await adminToken()}` },
+    payload: { name, domain: `${randomUUID().slice(0, 8)}.example.test` },
+  });
+  if (response.statusCode !== 201) throw new Error(`website not created: ${response.statusCode} ${response.body}`);
+  const { id, apiKey } = response.json().data;
+  return { id, apiKey };
+}
+
+export interface FixtureEvent {
+  type?: 'page_view' | 'click' | 'form_submit' | 'custom';
+  page: string;
+  session: string;
+  visitor: string;
+  device: 'desktop' | 'mobile' | 'tablet';
+  /** ISO timestamp (UTC). */
+  at: string;
+  referrerHost?: string;
+  loadTime?: number;
+}
+
+/** One INSERT for all `events` (the rollup trigger runs once for the statement). */
+export async function insertEvents(sql: postgres.Sql, websiteId: string, events: FixtureEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  const column = <T>(pick: (event: FixtureEvent) => T) => events.map(pick);
+  await sql`
+    insert into public.analytics_events
+      (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type, session_id, visitor_id, metadata, created_at)
+    select gen_random_uuid(), ${websiteId}, e.type, e.page, e.host, e.host, 'fixture', e.device, e.session, e.visitor, e.metadata::jsonb, e.at
+      from unnest(${column((e) => e.type ?? 'page_view')}::text[], ${column((e) => e.page)}::text[],
+                  ${column((e) => e.referrerHost ?? null)}::text[], ${column((e) => e.device)}::text[],
+                  ${column((e) => e.session)}::text[], ${column((e) => e.visitor)}::text[],
+                  ${column((e) => JSON.stringify(e.loadTime === undefined ? {} : { loadTime: e.loadTime }))}::text[],
+                  ${column((e) => e.at)}::timestamptz[])
+        as e (type, page, host, device, session, visitor, metadata, at)`;
+}

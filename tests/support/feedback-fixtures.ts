@@ -1,0 +1,43 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type postgres from 'postgres';
+
+// Rows and bodies the feedback tests make for themselves.
+
+export function feedbackBody(overrides: Record<string, unknown> = {}) {
+  return {
+    name: 'Grace Hopper',
+    email: `grace-${randomUUID().slice(0, 8)}@example.test`,
+    comment: 'The contact form loses my text when I go back.',
+    rating: 4,
+    ...overrides,
+  };
+}
+
+/** A website row of this test's own, to link feedback to and filter by. */
+export async function createWebsite(sql: postgres.Sql, name = 'Test site'): Promise<string> {
+  const apiKey = randomBytes(24).toString('hex');
+  const [row] = await sql<{ id: string }[]>`
+    insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+    values (${name}, ${`${randomUUID().slice(0, 8)}.example.test`},
+            ${createHash('sha256').update(apiKey).digest()}, ${apiKey.slice(0, 8)})
+    returning id`;
+  return row.id;
+}
+
+/** A base64 image data URL whose decoded size is exactly `bytes`. */
+export function pngDataUrl(bytes: number): string {
+  return `data:image/png;base64,${Buffer.alloc(bytes, 7).toString('base64')}`;
+}
+
+/** Polls `check` until it returns a value other than undefined/false. */
+export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000, label = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value as T;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${label}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+export const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;

@@ -1,0 +1,108 @@
+import { createHmac } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { SignJWT, UnsecuredJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+
+// Token attacks on every route whose OpenAPI operation says it needs a Bearer
+// token: each forged, expired, confused or malformed token is refused with
+// 401 in the envelope before any handler runs. (Signed-out sessions and other
+// users' tokens need the auth server, which cannot be built here.)
+
+const encoder = new TextEncoder();
+const now = () => Math.floor(Date.now() / 1000);
+
+function sign(claims: Record<string, unknown>, secret: string) {
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(encoder.encode(secret));
+}
+
+/** The classic confusion: an RS256 header over an HMAC of the project secret. */
+function rs256HeaderHmacSignature(claims: Record<string, unknown>, secret: string) {
+  const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signingInput = `${encode({ alg: 'RS256', typ: 'JWT' })}.${encode(claims)}`;
+  return `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`;
+}
+
+const supabaseClaims = () => ({
+  sub: crypto.randomUUID(),
+  aud: 'authenticated',
+  role: 'authenticated',
+  session_id: crypto.randomUUID(),
+  iat: now(),
+  exp: now() + 3600,
+});
+
+async function attacks(): Promise<Record<string, string | undefined>> {
+  const otherSecret = 'attacker-controlled-secret-0123456789abcdef';
+  const { session_id: _dropped, ...withoutSession } = supabaseClaims();
+  const legacy = { admin: true, userId: 'ops', iat: now(), exp: now() + 3600 };
+  return {
+    'no token': undefined,
+    garbage: 'garbage',
+    'three dots': 'a.b.c',
+    'alg none': new UnsecuredJWT(supabaseClaims()).encode(),
+    'alg none legacy admin': new UnsecuredJWT(legacy).encode(),
+    'wrong key': await sign(supabaseClaims(), otherSecret),
+    expired: await sign({ ...supabaseClaims(), iat: now() - 7200, exp: now() - 3600 }, TEST_JWT_SECRET),
+    'not yet valid': await sign({ ...supabaseClaims(), nbf: now() + 3600 }, TEST_JWT_SECRET),
+    'another audience': await sign({ ...supabaseClaims(), aud: 'some-other-project' }, TEST_JWT_SECRET),
+    'no session id': await sign(withoutSession, TEST_JWT_SECRET),
+    'anon key as a user': await sign({ role: 'anon', iss: 'supabase', iat: now(), exp: now() + 3600 }, TEST_JWT_SECRET),
+    'user token signed with the admin secret': await sign(supabaseClaims(), TEST_ADMIN_JWT_SECRET),
+    'legacy token signed with the project secret': await sign(legacy, TEST_JWT_SECRET),
+    'legacy admin false': await sign({ ...legacy, admin: false }, TEST_ADMIN_JWT_SECRET),
+    'legacy admin as a string': await sign({ ...legacy, admin: 'true' }, TEST_ADMIN_JWT_SECRET),
+    'legacy without userId': await sign({ admin: true, iat: now(), exp: now() + 3600 }, TEST_ADMIN_JWT_SECRET),
+    'legacy expired': await sign({ ...legacy, iat: now() - 90_000, exp: now() - 3600 }, TEST_ADMIN_JWT_SECRET),
+    'legacy wrong key': await sign(legacy, otherSecret),
+    'RS256 header over an HS256 signature': rs256HeaderHmacSignature(supabaseClaims(), TEST_JWT_SECRET),
+  };
+}
+
+describe('token attacks on every protected route', () => {
+  let app: FastifyInstance;
+  let routes: { method: string; url: string }[];
+  let tokens: Record<string, string | undefined>;
+
+  beforeAll(async () => {
+    app = await buildTestApp();
+    tokens = await attacks();
+    const document = app.swagger() as { paths: Record<string, Record<string, { security?: Record<string, unknown>[] }>> };
+    routes = [];
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        if (!operation.security?.some((scheme) => 'bearer' in scheme)) continue;
+        // Path parameters get well-formed values, so only the token is wrong.
+        routes.push({ method: method.toUpperCase(), url: path.replace(/\{[^}]+\}/g, crypto.randomUUID()).replace(/\/$/, '') });
+      }
+    }
+  });
+  afterAll(async () => app?.close());
+
+  it('finds the protected routes', () => {
+    expect(routes.length).toBeGreaterThanOrEqual(20);
+  });
+
+  it('refuses every attack token on every one of them with 401', async () => {
+    const admitted: string[] = [];
+    for (const route of routes) {
+      for (const [attack, token] of Object.entries(tokens)) {
+        const response = await app.inject({
+          method: route.method as 'GET',
+          url: route.url,
+          headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+          ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { payload: {} }),
+        });
+        if (response.statusCode !== 401) {
+          admitted.push(`${route.method} ${route.url} with ${attack}: ${response.statusCode} ${response.body.slice(0, 200)}`);
+          continue;
+        }
+        const body = response.json();
+        expect(body.success).toBe(false);
+        expect(body.statusCode).toBe(401);
+        expect(['Authentication required', 'No active session']).toContain(body.error);
+      }
+    }
+    expect(admitted).toEqual([]);
+  });
+});

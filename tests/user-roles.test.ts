@@ -1,0 +1,201 @@
+import type { FastifyInstance } from 'fastify';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
+import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
+
+// /api/userRoles, the role-change record, and the last-admin rule. The rule
+// is about the whole table, so it is tested in a database of this file's own.
+
+describe('/api/userRoles', () => {
+  let app: FastifyInstance;
+  let sql: postgres.Sql;
+  let admin: { authorization: string };
+  const opsId = crypto.randomUUID();
+
+  beforeAll(async () => {
+    app = await buildTestApp();
+    sql = testSql();
+    admin = await legacyAdmin(opsId);
+  });
+  afterAll(async () => {
+    await app.close();
+    await sql.end();
+  });
+
+  const setRoles = (userId: string, roles: unknown) =>
+    app.inject({ method: 'POST', url: `/api/userRoles/${userId}`, headers: admin, payload: { roles } });
+
+  it.each([
+    ['GET', `/api/userRoles/${crypto.randomUUID()}`],
+    ['POST', `/api/userRoles/${crypto.randomUUID()}`],
+  ] as const)('%s %s refuses missing, garbage and forged tokens with 401', async (method, url) => {
+    await expectRefused(app, { method, url, ...(method === 'POST' ? { payload: { roles: [] } } : {}) });
+  });
+
+  it('reads and replaces the assigned set, recording who changed what for whom', async () => {
+    const user = await createAuthUser(sql);
+    await grantRole(sql, user.id, 'viewer');
+    const read = await app.inject({ method: 'GET', url: `/api/userRoles/${user.id}`, headers: admin });
+    expect(read.statusCode).toBe(200);
+    expect(read.json()).toEqual({ success: true, data: { userId: user.id, roles: ['viewer'] } });
+
+    const replaced = await setRoles(user.id, ['editor', 'viewer', 'editor']);
+    expect(replaced.statusCode).toBe(200);
+    expect(replaced.json()).toEqual({ success: true, message: 'Roles updated', data: { userId: user.id, roles: ['editor', 'viewer'] } });
+    // The same set again changes and records nothing.
+    expect((await setRoles(user.id, ['viewer', 'editor'])).statusCode).toBe(200);
+    const emptied = await setRoles(user.id, []);
+    expect(emptied.json().data.roles).toEqual([]);
+
+    const changes = await sql`select role::text, action, changed_by from public.role_changes where user_id = ${user.id} order by id`;
+    expect(changes.map((c) => [c.role, c.action, c.changed_by])).toEqual([
+      ['viewer', 'granted', 'database:postgres'],
+      ['editor', 'granted', `legacy-admin:${opsId}`],
+      ['viewer', 'revoked', `legacy-admin:${opsId}`],
+      ['editor', 'revoked', `legacy-admin:${opsId}`],
+    ]);
+  });
+
+  it('answers 400 for an unknown role, 404 for an unknown user', async () => {
+    const user = await createAuthUser(sql);
+    const invalid = await setRoles(user.id, ['admin', 'superuser']);
+    expect(invalid.statusCode).toBe(400);
+    expect(invalid.json()).toMatchObject({ error: 'Validation failed', details: { 'roles.1': ['Role must be one of: admin, editor, viewer'] } });
+    expect((await setRoles(user.id, 'admin')).statusCode).toBe(400);
+    expect((await setRoles(crypto.randomUUID(), ['viewer'])).json()).toEqual({ success: false, error: 'User not found', statusCode: 404 });
+    expect((await app.inject({ method: 'GET', url: `/api/userRoles/${crypto.randomUUID()}`, headers: admin })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'GET', url: '/api/userRoles/nobody', headers: admin })).statusCode).toBe(400);
+  });
+
+  it('row-level security: users read their own roles; only admins grant and revoke, in their own name', async () => {
+    const [me, other, boss] = [await createAuthUser(sql), await createAuthUser(sql), await createAuthUser(sql)];
+    await grantRole(sql, other.id, 'viewer');
+    await grantRole(sql, boss.id, 'admin');
+    const rolesSeen = (userId: string, of: string) =>
+      asUser(sql, userId, async (tx) => (await tx`select role::text from public.user_roles where user_id = ${of}`).map((r) => r.role));
+    expect(await rolesSeen(me.id, me.id)).toEqual([]);
+    expect(await rolesSeen(me.id, other.id)).toEqual([]);
+    expect(await rolesSeen(other.id, other.id)).toEqual(['viewer']);
+    expect(await rolesSeen(boss.id, other.id)).toEqual(['viewer']);
+
+    const grant = (userId: string, to: string) =>
+      asUser(sql, userId, (tx) => tx`insert into public.user_roles (user_id, role) values (${to}, 'editor')`)
+        .then(() => 'granted')
+        .catch((error) => error.code);
+    expect(await grant(me.id, me.id)).toBe('42501');
+    expect(await grant(boss.id, me.id)).toBe('granted');
+
+    const revoked = (userId: string) =>
+      asUser(sql, userId, async (tx) => {
+        const { count } = await tx`delete from public.user_roles where user_id = ${other.id}`;
+        const [change] = await tx`select changed_by from public.role_changes where user_id = ${other.id} and action = 'revoked'`;
+        return { count, changedBy: change?.changed_by };
+      });
+    expect(await revoked(me.id)).toEqual({ count: 0, changedBy: undefined });
+    expect(await revoked(boss.id)).toEqual({ count: 1, changedBy: boss.id });
+    expect(await asUser(sql, me.id, async (tx) => (await tx`select 1 from public.role_changes`).length)).toBe(0);
+  });
+});
+
+describe('the last admin (a database of its own)', () => {
+  let db: Awaited<ReturnType<typeof createPrivateDatabase>>;
+  let sql: postgres.Sql;
+  let app: FastifyInstance;
+  let admin: { authorization: string };
+
+  beforeAll(async () => {
+    db = await createPrivateDatabase('last_admin');
+    sql = postgres(db.url, { max: 6, onnotice: () => {} });
+    app = await buildTestApp({ DATABASE_URL: db.url });
+    admin = await legacyAdmin();
+  });
+  afterAll(async () => {
+    await app?.close();
+    await sql?.end();
+    await db?.drop();
+  });
+
+  const setRoles = (userId: string, roles: string[]) =>
+    app.inject({ method: 'POST', url: `/api/userRoles/${userId}`, headers: admin, payload: { roles } });
+  const admins = async () => (await sql`select user_id from public.user_roles where role = 'admin' order by user_id`).map((r) => r.user_id);
+
+  it('refuses to remove the last admin with 409, in the API and in SQL', async () => {
+    const [x, y] = [await createAuthUser(sql), await createAuthUser(sql)];
+    await grantRole(sql, x.id, 'admin');
+    await grantRole(sql, y.id, 'admin');
+    expect((await setRoles(x.id, ['viewer'])).statusCode).toBe(200);
+    const last = await setRoles(y.id, ['editor']);
+    expect(last.statusCode).toBe(409);
+    expect(last.json()).toEqual({ success: false, error: 'Cannot remove the last admin', statusCode: 409 });
+    expect(await admins()).toEqual([y.id]);
+    // The refused change left the rest of the set alone too (one transaction).
+    expect((await sql`select role::text from public.user_roles where user_id = ${y.id}`).map((r) => r.role)).toEqual(['admin']);
+    await expect(sql`delete from public.user_roles where role = 'admin'`).rejects.toMatchObject({ code: 'PT409' });
+    await expect(sql`update public.user_roles set role = 'viewer' where user_id = ${y.id}`).rejects.toMatchObject({ code: 'PT409' });
+    await sql`delete from public.user_roles where user_id = ${x.id}`;
+  });
+
+  it('lets exactly one of two concurrent removals through', async () => {
+    const [x, y] = [await createAuthUser(sql), await createAuthUser(sql)];
+    for (let round = 0; round < 8; round += 1) {
+      await grantRole(sql, x.id, 'admin');
+      await grantRole(sql, y.id, 'admin');
+      // Any other admin left from the previous test goes first, so x and y are the only two.
+      for (const other of (await admins()).filter((id) => id !== x.id && id !== y.id)) {
+        await sql`delete from public.user_roles where user_id = ${other}`;
+      }
+      const results = await Promise.all([setRoles(x.id, []), setRoles(y.id, [])]);
+      expect(results.map((r) => r.statusCode).sort()).toEqual([200, 409]);
+      expect(await admins()).toHaveLength(1);
+    }
+  });
+
+  it('serialises removals: the second waits for the first and then sees it', async () => {
+    const [x, y] = [await createAuthUser(sql), await createAuthUser(sql)];
+    await grantRole(sql, x.id, 'admin');
+    await grantRole(sql, y.id, 'admin');
+    for (const other of (await admins()).filter((id) => id !== x.id && id !== y.id)) await sql`delete from public.user_roles where user_id = ${other}`;
+
+    const first = postgres(db.url, { max: 1, onnotice: () => {} });
+    const second = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      let commitFirst!: () => void;
+      const firstMayCommit = new Promise<void>((resolve) => (commitFirst = resolve));
+      let firstDeleted!: () => void;
+      const deleted = new Promise<void>((resolve) => (firstDeleted = resolve));
+      const firstTx = first.begin(async (tx) => {
+        await tx`delete from public.user_roles where user_id = ${x.id} and role = 'admin'`;
+        firstDeleted();
+        await firstMayCommit;
+      });
+      await deleted;
+      let secondDone = false;
+      const secondTx = second
+        .begin((tx) => tx`delete from public.user_roles where user_id = ${y.id} and role = 'admin'`)
+        .finally(() => (secondDone = true));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(secondDone).toBe(false);
+      commitFirst();
+      await firstTx;
+      await expect(secondTx).rejects.toMatchObject({ code: 'PT409' });
+      expect(await admins()).toEqual([y.id]);
+    } finally {
+      await first.end();
+      await second.end();
+    }
+  });
+
+  it('still lets the account of the last admin be deleted (a decision about the account)', async () => {
+    const [only] = await admins();
+    await sql.begin(async (tx) => {
+      await tx`set local role supabase_auth_admin`;
+      await tx`delete from auth.users where id = ${only}`;
+    });
+    expect(await admins()).toEqual([]);
+    const [change] = await sql`select action, changed_by from public.role_changes where user_id = ${only} order by id desc limit 1`;
+    expect(change).toMatchObject({ action: 'revoked', changed_by: 'database:postgres' });
+  });
+});

@@ -1,0 +1,202 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { adminToken, createWebsite } from './support/analytics.ts';
+import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+
+// Websites (issue 5) over HTTP with the legacy admin token (Supabase user
+// sessions need the auth server, which this stack cannot run), and the same
+// rules per role proven in Postgres as each user.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+const WEBSITE = {
+  id: expect.any(String),
+  name: expect.any(String),
+  domain: expect.any(String),
+  apiKeyPrefix: expect.stringMatching(/^wsk_.{8}$/),
+  settings: expect.any(Object),
+  metadata: expect.any(Object),
+  createdBy: null,
+  createdAt: expect.any(String),
+  updatedAt: expect.any(String),
+};
+
+describe('websites routes', () => {
+  let app: FastifyInstance;
+  let auth: { authorization: string };
+  beforeAll(async () => {
+    app = await buildTestApp();
+    auth = { authorization: `Bearer ${await adminToken()}` };
+  });
+  afterAll(async () => app?.close());
+
+  const create = (payload: object) => app.inject({ method: 'POST', url: '/api/websites', headers: auth, payload });
+
+  it('POST → 201 with the API key in full, once; only its hash and prefix are stored', async () => {
+    const response = await create({ name: 'Portfolio', domain: 'Portfolio.Example.com', settings: { theme: 'dark' }, metadata: { owner: 'me' } });
+    expect(response.statusCode).toBe(201);
+    const { data } = response.json();
+    expect(data).toEqual({
+      ...WEBSITE,
+      name: 'Portfolio',
+      domain: 'portfolio.example.com',
+      settings: { theme: 'dark' },
+      metadata: { owner: 'me' },
+      apiKey: expect.stringMatching(/^wsk_[A-Za-z0-9_-]{43}$/),
+    });
+    expect(data.apiKey.startsWith(data.apiKeyPrefix)).toBe(true);
+
+    const [row] = await sql`select api_key_hash, api_key_prefix, created_by from public.websites where id = ${data.id}`;
+    expect(row.api_key_hash).toEqual(createHash('sha256').update(data.apiKey).digest());
+    expect(row.api_key_prefix).toBe(data.apiKeyPrefix);
+    // The legacy admin token has no auth.users row behind it.
+    expect(row.created_by).toBeNull();
+    const stored = JSON.stringify(await sql`select * from public.websites where id = ${data.id}`);
+    expect(stored).not.toContain(data.apiKey);
+
+    const read = await app.inject({ method: 'GET', url: `/api/websites/${data.id}`, headers: auth });
+    expect(read.statusCode).toBe(200);
+    expect(read.json().data).not.toHaveProperty('apiKey');
+  });
+
+  it('GET /api-key/:apiKey: the key is the credential; the answer has no key', async () => {
+    const site = await createWebsite(app, 'Keyed');
+    const response = await app.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ success: true, data: { ...WEBSITE, id: site.id, name: 'Keyed' } });
+    for (const key of ['wsk_' + 'B'.repeat(43), 'nonsense', site.apiKey.slice(0, -1) + (site.apiKey.endsWith('A') ? 'B' : 'A')]) {
+      const unknown = await app.inject({ method: 'GET', url: `/api/websites/api-key/${encodeURIComponent(key)}` });
+      expect(unknown.statusCode).toBe(404);
+      expect(unknown.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+    }
+  });
+
+  it('GET / lists newest first with pagination', async () => {
+    const first = await createWebsite(app, 'Older');
+    const second = await createWebsite(app, 'Newer');
+    const response = await app.inject({ method: 'GET', url: '/api/websites?limit=100&offset=0', headers: auth });
+    expect(response.statusCode).toBe(200);
+    const body = response.json();
+    expect(body.pagination).toMatchObject({ limit: 100, offset: 0, total: expect.any(Number) });
+    const ids = body.data.map((website: { id: string }) => website.id);
+    expect(ids.indexOf(second.id)).toBeLessThan(ids.indexOf(first.id));
+    for (const website of body.data) expect(website).not.toHaveProperty('apiKey');
+    const page = await app.inject({ method: 'GET', url: '/api/websites?limit=1&offset=0', headers: auth });
+    expect(page.json().data).toHaveLength(1);
+    const bad = await app.inject({ method: 'GET', url: '/api/websites?limit=0', headers: auth });
+    expect(bad.json()).toMatchObject({ statusCode: 400, details: { limit: ['Limit must be an integer from 1 to 100'] } });
+  });
+
+  it('PUT /:id updates the given fields; unknown id → 404', async () => {
+    const site = await createWebsite(app, 'Before');
+    const response = await app.inject({ method: 'PUT', url: `/api/websites/${site.id}`, headers: auth, payload: { name: 'After', settings: { a: 1 } } });
+    expect(response.statusCode).toBe(200);
+    expect(response.json().data).toMatchObject({ id: site.id, name: 'After', settings: { a: 1 } });
+    const missing = await app.inject({ method: 'PUT', url: `/api/websites/${randomUUID()}`, headers: auth, payload: { name: 'X' } });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().error).toBe('Website not found');
+    const empty = await app.inject({ method: 'PUT', url: `/api/websites/${site.id}`, headers: auth, payload: {} });
+    expect(empty.statusCode).toBe(400);
+  });
+
+  it('DELETE /:id removes the website and its events', async () => {
+    const site = await createWebsite(app, 'Short-lived');
+    const recorded = await app.inject({
+      method: 'POST',
+      url: '/api/analytics',
+      payload: { websiteId: site.id, eventType: 'page_view', page: '/', userAgent: 'Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0', sessionId: 's' },
+    });
+    expect(recorded.statusCode).toBe(201);
+    const response = await app.inject({ method: 'DELETE', url: `/api/websites/${site.id}`, headers: auth });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ success: true, message: 'Website deleted' });
+    expect(await sql`select 1 from public.analytics_events where website_id = ${site.id}`).toHaveLength(0);
+    expect((await app.inject({ method: 'GET', url: `/api/websites/${site.id}`, headers: auth })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'DELETE', url: `/api/websites/${site.id}`, headers: auth })).statusCode).toBe(404);
+    // Its key is gone too.
+    expect((await app.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` })).statusCode).toBe(404);
+  });
+
+  it.each([
+    ['name missing', { domain: 'a.test' }, 'name', 'Name is required'],
+    ['name too long', { name: 'n'.repeat(201), domain: 'a.test' }, 'name', 'Name must be at most 200 characters'],
+    ['domain not a host', { name: 'A', domain: 'https://a.test/x' }, 'domain', 'Domain must be a host name such as example.com'],
+    ['settings an array', { name: 'A', domain: 'a.test', settings: [] }, 'settings', 'Settings must be a JSON object'],
+  ])('POST with %s → 400', async (_label, payload, field, message) => {
+    const response = await create(payload);
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ error: 'Validation failed', details: { [field]: [message] } });
+  });
+
+  it('a malformed id → 400; no token or a bad one → 401', async () => {
+    expect((await app.inject({ method: 'GET', url: '/api/websites/not-a-uuid', headers: auth })).statusCode).toBe(400);
+    for (const [method, url] of [
+      ['GET', '/api/websites'],
+      ['GET', `/api/websites/${randomUUID()}`],
+      ['POST', '/api/websites'],
+      ['PUT', `/api/websites/${randomUUID()}`],
+      ['DELETE', `/api/websites/${randomUUID()}`],
+    ] as const) {
+      for (const headers of [{}, { authorization: 'Bearer garbage' }]) {
+        const response = await app.inject({ method, url, headers, payload: method === 'GET' || method === 'DELETE' ? undefined : { name: 'A', domain: 'a.test' } });
+        expect(response.statusCode, `${method} ${url}`).toBe(401);
+        expect(response.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+      }
+    }
+  });
+});
+
+describe('row-level security on websites, as each role', () => {
+  const insertAs = (userId: string, name: string) =>
+    asUser(sql, userId, (tx) => tx`
+      insert into public.websites (name, domain, api_key_hash, api_key_prefix, created_by)
+      values (${name}, 'rls.example.test', ${createHash('sha256').update(randomUUID()).digest()}, 'wsk_rls', ${userId})
+      returning id`);
+
+  async function existingWebsite() {
+    const [row] = await sql`
+      insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+      values ('Existing', 'rls.example.test', ${createHash('sha256').update(randomUUID()).digest()}, 'wsk_rls') returning id`;
+    return row.id as string;
+  }
+
+  async function userWith(role?: 'viewer' | 'editor' | 'admin') {
+    const user = await createAuthUser(sql);
+    if (role) await grantRole(sql, user.id, role);
+    return user.id;
+  }
+
+  it('viewer: reads, but neither creates, updates nor deletes', async () => {
+    const viewer = await userWith('viewer');
+    const id = await existingWebsite();
+    expect(await asUser(sql, viewer, (tx) => tx`select id from public.websites where id = ${id}`)).toHaveLength(1);
+    await expect(insertAs(viewer, 'By viewer')).rejects.toMatchObject({ code: '42501' });
+    expect(await asUser(sql, viewer, (tx) => tx`update public.websites set name = 'X' where id = ${id} returning id`)).toHaveLength(0);
+    expect(await asUser(sql, viewer, (tx) => tx`delete from public.websites where id = ${id} returning id`)).toHaveLength(0);
+  });
+
+  it('editor: creates and updates, but does not delete', async () => {
+    const editor = await userWith('editor');
+    const id = await existingWebsite();
+    expect(await insertAs(editor, 'By editor')).toHaveLength(1);
+    expect(await asUser(sql, editor, (tx) => tx`update public.websites set name = 'Edited' where id = ${id} returning id`)).toHaveLength(1);
+    expect(await asUser(sql, editor, (tx) => tx`delete from public.websites where id = ${id} returning id`)).toHaveLength(0);
+  });
+
+  it('admin: deletes', async () => {
+    const admin = await userWith('admin');
+    const id = await existingWebsite();
+    expect(await asUser(sql, admin, (tx) => tx`delete from public.websites where id = ${id} returning id`)).toHaveLength(1);
+  });
+
+  it('a user without a role sees no website; anon may not ask', async () => {
+    const nobody = await userWith();
+    const id = await existingWebsite();
+    expect(await asUser(sql, nobody, (tx) => tx`select id from public.websites where id = ${id}`)).toHaveLength(0);
+    await expect(insertAs(nobody, 'By nobody')).rejects.toMatchObject({ code: '42501' });
+    await expect(asUser(sql, null, (tx) => tx`select id from public.websites`)).rejects.toMatchObject({ code: '42501' });
+  });
+});
