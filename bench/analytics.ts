@@ -16,8 +16,9 @@ import { seedEvents } from './seed.ts';
 // npm run bench [-- --scales=1000000,10000000 --duration=10 --connections=100]
 //
 // 1. Ingestion: a bare Fastify POST route with the same body (the HTTP
-//    ceiling) against POST /api/analytics, with autocannon on loopback at
-//    pipelining 1; then every acknowledged id must be found in the table.
+//    ceiling) and a do-nothing route behind all of the app's plugins, against
+//    POST /api/analytics, with autocannon on loopback at pipelining 1; then
+//    every acknowledged id must be found in the table.
 // 2. Queries: summary, daily series and top pages over 1M and 10M seeded
 //    events in one website each, served from the rollups.
 // Starts its own stack (a fresh database, dropped at the end); the servers
@@ -25,7 +26,7 @@ import { seedEvents } from './seed.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
-const SCALES = (args.scales ?? '1000000,10000000').split(',').map(Number);
+const SCALES = (args.scales ?? '1000000,10000000').split(',').map(Number).filter((events) => events > 0);
 const DURATION_S = Number(args.duration ?? 10);
 const WARMUP_S = 3;
 const CONNECTIONS = Number(args.connections ?? 100);
@@ -71,7 +72,7 @@ interface LoadResult {
 }
 
 /** Varied bodies (sessions of 8 events, 50 pages, 4 agents, half with a userId), the same for both servers. */
-async function load(url: string, websiteId: string, duration: number): Promise<LoadResult> {
+async function load(url: string, websiteId: string, duration: number, route = '/api/analytics'): Promise<LoadResult> {
   let sent = 0;
   const acknowledgedIds: string[] = [];
   const result = await autocannon({
@@ -82,7 +83,7 @@ async function load(url: string, websiteId: string, duration: number): Promise<L
     requests: [
       {
         method: 'POST',
-        path: '/api/analytics',
+        path: route,
         headers: { 'content-type': 'application/json' },
         setupRequest: (request) => {
           sent += 1;
@@ -217,6 +218,9 @@ async function main() {
     log(`POST /api/analytics: warm-up ${WARMUP_S}s, then ${DURATION_S}s at ${CONNECTIONS} connections`);
     await load(app.url, ingestSite.id, WARMUP_S);
     const appResult = await load(app.url, ingestSite.id, DURATION_S);
+    log(`the same body to a do-nothing route behind all the app's plugins`);
+    await load(app.url, ingestSite.id, WARMUP_S, '/bench/noop');
+    const noopResult = await load(app.url, ingestSite.id, DURATION_S, '/bench/noop');
     const stored = await countStored(sql, appResult.acknowledgedIds);
     log(`acknowledged ${appResult.acknowledgedIds.length}, found in the table ${stored}`);
 
@@ -229,8 +233,10 @@ async function main() {
       pipelining: 1,
       durationSeconds: DURATION_S,
       bare: { ...bareResult, acknowledgedIds: undefined },
+      appPluginStackNoop: { ...noopResult, acknowledgedIds: undefined },
       analytics: { ...appResult, acknowledgedIds: undefined, acknowledged: appResult.acknowledgedIds.length, foundInTable: stored },
       ratio: Math.round((appResult.requestsPerSecond / bareResult.requestsPerSecond) * 100) / 100,
+      ratioToAppPluginStack: Math.round((appResult.requestsPerSecond / noopResult.requestsPerSecond) * 100) / 100,
       acknowledgedEqualsCommitted: stored === appResult.acknowledgedIds.length,
       writePathAlone: writePaths,
     };
@@ -284,11 +290,13 @@ async function main() {
     console.log(`\nIngestion (${CONNECTIONS} connections, pipelining 1, ${DURATION_S}s)`);
     console.table({
       'bare Fastify route': { 'req/s': bareResult.requestsPerSecond, 'p50 ms': bareResult.p50Ms, 'p99 ms': bareResult.p99Ms, non2xx: bareResult.non2xx },
+      'no-op route, full app': { 'req/s': noopResult.requestsPerSecond, 'p50 ms': noopResult.p50Ms, 'p99 ms': noopResult.p99Ms, non2xx: noopResult.non2xx },
       'POST /api/analytics': { 'req/s': appResult.requestsPerSecond, 'p50 ms': appResult.p50Ms, 'p99 ms': appResult.p99Ms, non2xx: appResult.non2xx },
     });
     console.log('Database write path alone (one connection, sequential batches, same INSERT and rollup trigger):');
     console.table(Object.fromEntries(writePaths.map((w) => [`${w.batchSize} events/batch`, { 'ms/batch': w.msPerBatch, 'events/s': w.eventsPerSecond }])));
-    console.log(`ratio ${ingest.ratio}; acknowledged ${ingest.analytics.acknowledged}, in the table ${stored} (${ingest.acknowledgedEqualsCommitted ? 'equal' : 'NOT EQUAL'})`);
+    console.log(`ratio to the bare route ${ingest.ratio}, to the no-op route of the full app ${ingest.ratioToAppPluginStack}`);
+    console.log(`acknowledged ${ingest.analytics.acknowledged}, in the table ${stored} (${ingest.acknowledgedEqualsCommitted ? 'equal' : 'NOT EQUAL'})`);
     console.log('\nQueries over the last 30 days, one website (ms)');
     console.table(
       Object.fromEntries(

@@ -1,25 +1,34 @@
 import { randomUUID } from 'node:crypto';
-import Fastify from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { parseConfig } from '../src/config.ts';
 
 // The process under test, apart from the load generator: `app` is the real
 // application (POST /api/analytics and the query routes), `bare` a Fastify
 // route that parses the same JSON body and answers the same shape without
-// doing anything (the HTTP ceiling). Prints {"port": n} when listening.
+// doing anything (the HTTP ceiling). The app also gets POST /bench/noop,
+// the same do-nothing answer behind every plugin of the app (the ceiling of
+// the app's plugin stack). Prints {"port": n} when listening.
 
 const [mode, settingsJson] = process.argv.slice(2);
+
+function answerWithoutWork(app: FastifyInstance, url: string) {
+  app.post(url, async (_request, reply) =>
+    reply.status(201).send({ success: true, message: 'Event recorded', data: { id: randomUUID(), timestamp: new Date().toISOString() } }),
+  );
+}
 
 async function start() {
   if (mode === 'bare') {
     const app = Fastify({ logger: false });
-    app.post('/api/analytics', async (_request, reply) =>
-      reply.status(201).send({ success: true, message: 'Event recorded', data: { id: randomUUID(), timestamp: new Date().toISOString() } }),
-    );
+    answerWithoutWork(app, '/api/analytics');
     await app.listen({ port: 0, host: '127.0.0.1' });
     return app;
   }
-  const app = await buildApp({ config: parseConfig(JSON.parse(settingsJson)) });
+  const app = await buildApp(
+    { config: parseConfig(JSON.parse(settingsJson)) },
+    { extend: async (instance) => answerWithoutWork(instance, '/bench/noop') },
+  );
   await app.listen({ port: 0, host: '127.0.0.1' });
   return app;
 }

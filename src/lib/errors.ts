@@ -50,6 +50,7 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case 'CONNECT_TIMEOUT':
     case 'CONNECTION_ENDED':
     case 'ECONNREFUSED':
+    case 'ECONNRESET': // the server ended the connection (pg_terminate_backend, failover)
       return serviceUnavailable('Database unavailable');
     default:
       return undefined;

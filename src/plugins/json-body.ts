@@ -23,21 +23,28 @@ function nulPaths(value: unknown, path: string, found: string[]): void {
   }
 }
 
+type BodyParser = Parameters<FastifyInstance['addContentTypeParser']>[2];
+
+/** Fastify's JSON parser, refusing bodies with a NUL in any string (with the field named). */
+export function jsonBodyParser(app: FastifyInstance): BodyParser {
+  const parse = app.getDefaultJsonParser('error', 'error');
+  return (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    parse(request, text, (error: Error | null, value?: unknown) => {
+      if (error || !ESCAPED_NUL.test(text)) return done(error, value);
+      const found: string[] = [];
+      nulPaths(value, '', found);
+      if (found.length === 0) return done(null, value);
+      // Keyed by top-level field, like every other validation detail.
+      const fields = new Set(found.map((path) => path.split('.')[0]));
+      done(validationFailed(Object.fromEntries([...fields].map((field) => [field, ['Must not contain NUL (\\u0000) characters']]))), undefined);
+    });
+  };
+}
+
 export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
-    const parse = app.getDefaultJsonParser('error', 'error');
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-      const text = typeof body === 'string' ? body : body.toString('utf8');
-      parse(request, text, (error: Error | null, value?: unknown) => {
-        if (error || !ESCAPED_NUL.test(text)) return done(error, value);
-        const found: string[] = [];
-        nulPaths(value, '', found);
-        if (found.length === 0) return done(null, value);
-        // Keyed by top-level field, like every other validation detail.
-        const fields = new Set(found.map((path) => path.split('.')[0]));
-        done(validationFailed(Object.fromEntries([...fields].map((field) => [field, ['Must not contain NUL (\\u0000) characters']]))), undefined);
-      });
-    });
+    app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app));
   },
   { name: 'json-body' },
 );

@@ -3,6 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { ConfigError, type Config } from '../../config.ts';
 import { unauthorized } from '../../lib/errors.ts';
+import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { WEBSITE_READERS } from '../websites/permissions.ts';
 import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
@@ -38,6 +39,13 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   }
   // Without a configured secret (development, tests) visitor ids hold for this process only.
   const saltSecret = config.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex');
+
+  // Trackers on other origins send events with navigator.sendBeacon (or a
+  // no-cors fetch): a text/plain body is a CORS "simple request", so the
+  // event arrives without a preflight and the API keeps its one-origin CORS.
+  // This plugin is encapsulated: only the analytics routes read text/plain as JSON.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });
   const ingest = createIngestService({ batcher: app.analyticsBatcher, saltSecret });

@@ -1,0 +1,104 @@
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import autocannon from 'autocannon';
+
+// Load generation and measurement for bench/read.ts. autocannon drives the
+// requests; latencies come from its per-response event (float milliseconds
+// from hrtime), because its own histogram keeps whole milliseconds, too
+// coarse for a 5 ms target. autocannon's p99 is kept beside ours: under a
+// fixed rate it adds coordinated-omission samples, ours are the raw times.
+
+export interface Measured {
+  requestsPerSecond: number;
+  total: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  p50Ms: number;
+  p90Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  maxMs: number;
+  /** autocannon's own p99 (whole ms; coordinated-omission corrected under a fixed rate). */
+  autocannonP99Ms: number;
+}
+
+const round2 = (value: number) => Math.round(value * 100) / 100;
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+export async function measure(options: autocannon.Options): Promise<Measured> {
+  const samples: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon({ pipelining: 1, ...options }, (error, done) => (error ? reject(error) : resolve(done)));
+    instance.on('response', (_client, statusCode, _bytes, ms) => {
+      if (statusCode >= 200 && statusCode < 300) samples.push(ms);
+    });
+  });
+  samples.sort((a, b) => a - b);
+  const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats ?? {}).map(([code, { count }]) => [code, count ?? 0]));
+  return {
+    requestsPerSecond: Math.round(result.requests.total / result.duration),
+    total: result.requests.total,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    statusCodes,
+    p50Ms: round2(percentile(samples, 50)),
+    p90Ms: round2(percentile(samples, 90)),
+    p99Ms: round2(percentile(samples, 99)),
+    p999Ms: round2(percentile(samples, 99.9)),
+    maxMs: round2(samples.at(-1) ?? Number.NaN),
+    autocannonP99Ms: result.latency.p99,
+  };
+}
+
+/** Resident set size of a process, in MiB (Linux /proc). */
+export async function rssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kib = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1] ?? Number.NaN);
+  return round2(kib / 1024);
+}
+
+/** Least-squares slope of `values` sampled every `intervalS` seconds, per minute. */
+export function slopePerMinute(values: number[], intervalS: number): number {
+  const n = values.length;
+  if (n < 2) return 0;
+  const xs = values.map((_, i) => i * intervalS);
+  const meanX = xs.reduce((a, b) => a + b, 0) / n;
+  const meanY = values.reduce((a, b) => a + b, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < n; i += 1) {
+    num += (xs[i] - meanX) * (values[i] - meanY);
+    den += (xs[i] - meanX) ** 2;
+  }
+  return round2((num / den) * 60);
+}
+
+export async function machine(postgresVersion: string) {
+  const cpuinfo = await readFile('/proc/cpuinfo', 'utf8').catch(() => '');
+  return {
+    nproc: Number(execFileSync('nproc', { encoding: 'utf8' }).trim()),
+    cpuModel: /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? os.cpus()[0]?.model ?? 'unknown',
+    memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+    node: process.version,
+    postgres: postgresVersion,
+    platform: `${os.platform()} ${os.release()}`,
+    note: 'load generator, server and PostgreSQL share the same cores; PostgreSQL default settings',
+  };
+}
+
+/** Other benchmark processes on this machine (their figures and ours would be noise). */
+export function otherBenchmarks(): string[] {
+  const own = new Set([process.pid, process.ppid]);
+  return execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => /\bbench\//.test(line) && !own.has(Number(line.split(/\s+/)[0])));
+}

@@ -1,0 +1,43 @@
+import type { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { buildApp } from '../src/app.ts';
+import { parseConfig } from '../src/config.ts';
+import { ListFeedbackResponseSchema } from '../src/modules/feedback/schemas.ts';
+import { createFeedbackService } from '../src/modules/feedback/service.ts';
+import type { DbActor } from '../src/plugins/db.ts';
+
+// The server process of bench/read.ts: the real application plus three
+// bench-only routes (registered through buildApp's `extend`), on loopback.
+// The two feedback routes call the same service method, with the same
+// response schema, as GET /api/feedback/get-feedback; only the database
+// actor differs: an admin's claims under row-level security, or
+// service_role, which bypasses it. Prints {"port": n} when listening.
+//
+// argv: settings (JSON, as process.env would hold them), the admin's user id.
+
+const [settingsJson, adminUserId] = process.argv.slice(2);
+const PAGE = { limit: 20, offset: 0 };
+
+const benchRoutes: FastifyPluginAsyncZod = async (app) => {
+  const feedback = createFeedbackService({ db: app.db, captcha: { enabled: false, verify: async () => 'passed' } });
+  const underRls: DbActor = { role: 'authenticated', claims: { sub: adminUserId, role: 'authenticated', aud: 'authenticated' } };
+  const withoutRls: DbActor = { role: 'service_role' };
+  const schema = { response: { 200: ListFeedbackResponseSchema } };
+
+  for (const [url, actor] of [['/bench/feedback/rls', underRls], ['/bench/feedback/no-rls', withoutRls]] as const) {
+    app.get(url, { schema }, async () => {
+      const { data, total } = await feedback.list(actor, PAGE);
+      return { success: true as const, data, pagination: { total, ...PAGE } };
+    });
+  }
+  app.get('/bench/constant', async () => ({ success: true, data: { status: 'ok' } }));
+};
+
+const app = await buildApp(
+  { config: parseConfig(JSON.parse(settingsJson)) },
+  { extend: async (instance: FastifyInstance) => instance.register(benchRoutes) },
+);
+await app.listen({ port: 0, host: '127.0.0.1' });
+const address = app.server.address();
+console.log(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0, pid: process.pid }));
+process.once('SIGTERM', () => void app.close().then(() => process.exit(0)));

@@ -1,0 +1,312 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import type autocannon from 'autocannon';
+import postgres from 'postgres';
+import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { machine, type Measured, measure, otherBenchmarks, rssMiB, slopePerMinute } from './load.ts';
+
+// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000]
+//
+// 1. Read: the feedback list (the service method behind GET
+//    /api/feedback/get-feedback, 20 of N rows, with its count) as an admin's
+//    claims under row-level security, the same as service_role (no RLS), a
+//    bare route returning a constant, and the real route with the legacy
+//    admin token: req/s, p50, p99 at a fixed number of connections (two
+//    rounds in opposite order, averaged), then each at a fixed 1k req/s.
+// 2. Soak: public feedback submission (limits raised, notifications sent to
+//    the stack's SMTP sink), analytics ingestion, the admin list and /health
+//    at a fixed rate: errors, p99, the server's RSS before, during, after;
+//    every acknowledged write must be in its table.
+// Starts its own stack (fresh database, dropped at the end) and a server
+// process (bench/read-server.ts) apart from the load generator.
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const DURATION_S = Number(args.duration ?? 10);
+const WARMUP_S = 3;
+const CONNECTIONS = Number(args.connections ?? 10);
+const FIXED_RATE = Number(args.rate ?? 1000);
+const SOAK_S = Number(args.soak ?? 60);
+const SOAK_RATE = Number(args['soak-rate'] ?? 400);
+const FEEDBACK_ROWS = Number(args.feedback ?? 1000);
+const BROWSER = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+
+const log = (line: string) => console.log(`[bench:read] ${line}`);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitForQuietMachine() {
+  for (let others = otherBenchmarks(); others.length > 0; others = otherBenchmarks()) {
+    log(`another benchmark is running, waiting: ${others.join(' | ')}`);
+    await sleep(10_000);
+  }
+}
+
+async function startServer(settings: Record<string, string>, adminUserId: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bench/read-server.ts'), JSON.stringify(settings), adminUserId], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  for await (const line of createInterface({ input: child.stdout! })) {
+    return { url: `http://127.0.0.1:${(JSON.parse(line) as { port: number }).port}`, child };
+  }
+  throw new Error('read server exited before listening');
+}
+
+async function stopServer(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+/** An admin (auth.users row as the auth server writes it, plus the role), N feedback rows, a website. */
+async function seed(sql: postgres.Sql) {
+  const adminUserId = randomUUID();
+  await sql.begin(async (tx) => {
+    await tx`set local role supabase_auth_admin`;
+    await tx`
+      insert into auth.users (instance_id, id, aud, role, email, raw_user_meta_data, raw_app_meta_data, created_at, updated_at)
+      values ('00000000-0000-0000-0000-000000000000', ${adminUserId}, 'authenticated', 'authenticated', 'bench-admin@example.test',
+              ${sql.json({ name: 'Bench Admin' })}, ${sql.json({ provider: 'email' })}, now(), now())`;
+  });
+  await sql`insert into public.user_roles (user_id, role) values (${adminUserId}, 'admin')`;
+  await sql`
+    insert into public.feedback (name, email, comment, rating, category, created_at)
+    select 'Reader ' || i, 'reader' || i || '@example.test', 'Seeded feedback number ' || i || ' for the read benchmark.',
+           1 + i % 5, 'General Feedback', now() - make_interval(secs => i)
+      from generate_series(1, ${FEEDBACK_ROWS}) as i`;
+  // Their notifications are not what is measured.
+  await sql`update public.feedback_outbox set sent_at = now() where sent_at is null`;
+  const key = generateApiKey();
+  const [website] = await sql`
+    insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+    values ('Soak site', 'soak.example.test', ${key.hash}, ${key.prefix}) returning id`;
+  return { adminUserId, websiteId: website.id as string };
+}
+
+const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+
+function average(a: Measured, b: Measured): Measured {
+  const mean = (x: number, y: number) => Math.round(((x + y) / 2) * 100) / 100;
+  return {
+    requestsPerSecond: Math.round((a.requestsPerSecond + b.requestsPerSecond) / 2),
+    total: a.total + b.total,
+    non2xx: a.non2xx + b.non2xx,
+    errors: a.errors + b.errors,
+    timeouts: a.timeouts + b.timeouts,
+    statusCodes: Object.fromEntries([...new Set([...Object.keys(a.statusCodes), ...Object.keys(b.statusCodes)])].map((c) => [c, (a.statusCodes[c] ?? 0) + (b.statusCodes[c] ?? 0)])),
+    p50Ms: mean(a.p50Ms, b.p50Ms),
+    p90Ms: mean(a.p90Ms, b.p90Ms),
+    p99Ms: mean(a.p99Ms, b.p99Ms),
+    p999Ms: mean(a.p999Ms, b.p999Ms),
+    maxMs: Math.max(a.maxMs, b.maxMs),
+    autocannonP99Ms: mean(a.autocannonP99Ms, b.autocannonP99Ms),
+  };
+}
+
+async function readPhase(url: string, adminToken: string) {
+  type Name = 'bare' | 'noRls' | 'rls' | 'realRoute';
+  const routes: Record<Name, { path: string; headers?: Record<string, string> }> = {
+    bare: { path: '/bench/constant' },
+    noRls: { path: '/bench/feedback/no-rls' },
+    rls: { path: '/bench/feedback/rls' },
+    realRoute: { path: '/api/feedback/get-feedback?limit=20', headers: { authorization: `Bearer ${adminToken}` } },
+  };
+  const target = (name: Name): autocannon.Options => ({ url: `${url}${routes[name].path}`, headers: routes[name].headers });
+
+  for (const name of Object.keys(routes) as Name[]) await measure({ ...target(name), connections: CONNECTIONS, duration: WARMUP_S });
+  const rounds: Partial<Record<Name, Measured[]>> = {};
+  for (const order of [['bare', 'noRls', 'rls', 'realRoute'], ['realRoute', 'rls', 'noRls', 'bare']] as Name[][]) {
+    for (const name of order) {
+      log(`${name}: ${DURATION_S}s at ${CONNECTIONS} connections`);
+      (rounds[name] ??= []).push(await measure({ ...target(name), connections: CONNECTIONS, duration: DURATION_S }));
+    }
+  }
+  const throughput = Object.fromEntries((Object.keys(routes) as Name[]).map((name) => [name, average(rounds[name]![0], rounds[name]![1])])) as Record<Name, Measured>;
+
+  const fixedRate = {} as Record<Name, Measured>;
+  for (const name of Object.keys(routes) as Name[]) {
+    log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
+    fixedRate[name] = await measure({ ...target(name), connections: CONNECTIONS, overallRate: FIXED_RATE, duration: DURATION_S });
+  }
+  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, fixedRate };
+}
+
+async function soakPhase(url: string, adminToken: string, websiteId: string, pid: number) {
+  const perRoute = Math.round(SOAK_RATE / 4);
+  let submitted = 0;
+  let ingested = 0;
+  const acknowledgedEvents: string[] = [];
+  const acknowledgedFeedback: string[] = [];
+  const idOf = (body: string) => (JSON.parse(body) as { data: { id: string } }).data.id;
+  const runs: Record<'submitFeedback' | 'ingestEvent' | 'listFeedback' | 'health', autocannon.Options> = {
+    submitFeedback: {
+      url: `${url}/api/feedback`,
+      requests: [
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          setupRequest: (request: autocannon.Request) => {
+            submitted += 1;
+            return { ...request, body: JSON.stringify({ name: 'Soak Tester', email: `soak-${submitted}@example.test`, comment: `Soak comment number ${submitted}, long enough.`, rating: 1 + (submitted % 5) }) };
+          },
+          onResponse: (status: number, body: string) => {
+            if (status === 201) acknowledgedFeedback.push(idOf(body));
+          },
+        },
+      ],
+    },
+    ingestEvent: {
+      url: `${url}/api/analytics`,
+      requests: [
+        {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          setupRequest: (request: autocannon.Request) => {
+            ingested += 1;
+            return { ...request, body: JSON.stringify({ websiteId, eventType: 'page_view', page: `/p/${ingested % 40}`, userAgent: BROWSER, sessionId: `soak-${Math.floor(ingested / 6)}` }) };
+          },
+          onResponse: (status: number, body: string) => {
+            if (status === 201) acknowledgedEvents.push(idOf(body));
+          },
+        },
+      ],
+    },
+    listFeedback: { url: `${url}/api/feedback/get-feedback?limit=20`, headers: { authorization: `Bearer ${adminToken}` } },
+    health: { url: `${url}/health` },
+  };
+
+  const rss = { startMiB: await rssMiB(pid), duringMiB: [] as number[] };
+  const sampler = setInterval(() => void rssMiB(pid).then((value) => rss.duringMiB.push(value)), 1_000);
+  log(`soak: ${SOAK_S}s, ${perRoute} req/s on each of ${Object.keys(runs).join(', ')}`);
+  const results = Object.fromEntries(
+    await Promise.all(
+      Object.entries(runs).map(async ([name, options]) => [name, await measure({ ...options, connections: 4, overallRate: perRoute, duration: SOAK_S })] as const),
+    ),
+  ) as Record<keyof typeof runs, Measured>;
+  clearInterval(sampler);
+  await sleep(5_000);
+  const afterMiB = await rssMiB(pid);
+  return { perRoute, results, rss: { ...rss, afterMiB }, acknowledgedEvents, acknowledgedFeedback };
+}
+
+async function main() {
+  await waitForQuietMachine();
+  const stack = await startStack({ databaseName: uniqueDatabaseName('portfolio_bench_read'), keepDatabase: false, log });
+  const sql = postgres(stack.databaseUrl, { max: 4, onnotice: () => {} });
+  let server: { url: string; child: ChildProcess } | undefined;
+  try {
+    const [pg] = await sql`select current_setting('server_version') as version`;
+    const { adminUserId, websiteId } = await seed(sql);
+    const adminSecret = randomBytes(32).toString('hex');
+    const settings = {
+      NODE_ENV: 'development',
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: stack.databaseUrl,
+      ADMIN_JWT_SECRET: adminSecret,
+      ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
+      RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
+      RATE_LIMIT_FEEDBACK_PER_15MIN: '1000000000',
+      SMTP_URL: `smtp://127.0.0.1:${stack.mail.smtpPort}`,
+      FEEDBACK_NOTIFY_EMAILS: 'ops@example.test',
+      FEEDBACK_OUTBOX_WORKER: 'true',
+    };
+    server = await startServer(settings, adminUserId);
+    const pid = server.child.pid!;
+    const adminToken = await signLegacyAdminToken(adminSecret, 'bench-admin');
+    const host = await machine(pg.version as string);
+
+    const read = await readPhase(server.url, adminToken);
+    const { throughput: t, fixedRate: f } = read;
+    const readReport = {
+      date: new Date().toISOString(),
+      machine: host,
+      setup: { feedbackRows: FEEDBACK_ROWS, page: 'limit 20, offset 0, with count', connections: CONNECTIONS, pipelining: 1, durationSeconds: DURATION_S, rounds: 2, fixedRate: FIXED_RATE, logLevel: 'silent' },
+      ...read,
+      ratios: { rlsVsNoRls: ratio(t.rls.requestsPerSecond, t.noRls.requestsPerSecond), rlsVsBare: ratio(t.rls.requestsPerSecond, t.bare.requestsPerSecond), realRouteVsNoRls: ratio(t.realRoute.requestsPerSecond, t.noRls.requestsPerSecond) },
+      targets: {
+        rlsAtLeast085xNoRls: t.rls.requestsPerSecond >= 0.85 * t.noRls.requestsPerSecond,
+        rlsP99AtMost5msAtFixedRate: f.rls.p99Ms <= 5,
+      },
+    };
+    await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
+    await writeFile(path.join(ROOT, 'bench/results/read.json'), `${JSON.stringify(readReport, null, 2)}\n`);
+
+    const soak = await soakPhase(server.url, adminToken, websiteId, pid);
+    const [stored] = await sql`
+      select (select count(*)::int from public.feedback where id = any(${soak.acknowledgedFeedback}::uuid[])) as feedback,
+             (select count(*)::int from public.analytics_events where id = any(${soak.acknowledgedEvents}::uuid[])) as events`;
+    // Notifications owed when the soak ended (+5 s), then how long the outbox worker takes to send them (at most 3 min).
+    const owed = async () => (await sql`select count(*)::int as n from public.feedback_outbox where sent_at is null and gave_up_at is null`)[0].n as number;
+    const outbox = { owedAfterSoak: await owed(), sinkMessagesAfterSoak: stack.mail.messages.length, drainSeconds: null as number | null, owedAtGiveUp: 0 };
+    const drainStarted = performance.now();
+    for (;;) {
+      const left = await owed();
+      if (left === 0) {
+        outbox.drainSeconds = Math.round((performance.now() - drainStarted) / 100) / 10;
+        break;
+      }
+      if (performance.now() - drainStarted > 180_000) {
+        outbox.owedAtGiveUp = left;
+        break;
+      }
+      await sleep(500);
+    }
+    const r = soak.results;
+    const all = Object.values(r);
+    const during = soak.rss.duringMiB;
+    const soakReport = {
+      date: new Date().toISOString(),
+      machine: host,
+      durationSeconds: SOAK_S,
+      rateTotal: soak.perRoute * 4,
+      ratePerRoute: soak.perRoute,
+      routes: r,
+      overall: {
+        requests: all.reduce((n, m) => n + m.total, 0),
+        errors: all.reduce((n, m) => n + m.errors + m.non2xx, 0),
+        worstRouteP99Ms: Math.max(...all.map((m) => m.p99Ms)),
+      },
+      rss: {
+        startMiB: soak.rss.startMiB,
+        duringMinMiB: Math.min(...during),
+        duringMaxMiB: Math.max(...during),
+        first10sAvgMiB: Math.round((during.slice(0, 10).reduce((a, b) => a + b, 0) / Math.min(10, during.length)) * 10) / 10,
+        last10sAvgMiB: Math.round((during.slice(-10).reduce((a, b) => a + b, 0) / Math.min(10, during.length)) * 10) / 10,
+        slopeMiBPerMinute: slopePerMinute(during, 1),
+        afterMiB: soak.rss.afterMiB,
+        samplesEverySecond: during,
+      },
+      acknowledged: { feedback: soak.acknowledgedFeedback.length, events: soak.acknowledgedEvents.length },
+      stored: { feedback: stored.feedback, events: stored.events },
+      outbox: { ...outbox, emailsPerSecondWhileDraining: outbox.drainSeconds ? Math.round(outbox.owedAfterSoak / outbox.drainSeconds) : null, sinkMessagesAtEnd: stack.mail.messages.length },
+    };
+    await writeFile(path.join(ROOT, 'bench/results/soak.json'), `${JSON.stringify(soakReport, null, 2)}\n`);
+
+    console.log(`\nMachine: nproc ${host.nproc}, ${host.cpuModel}, ${host.memoryGiB} GiB, Node ${host.node}, PostgreSQL ${host.postgres}`);
+    console.log(`\nRead: ${FEEDBACK_ROWS} feedback rows, page of 20 with count; ${CONNECTIONS} connections, ${DURATION_S}s x 2 rounds (averaged)`);
+    const row = (m: Measured) => ({ 'req/s': m.requestsPerSecond, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, errors: m.errors + m.non2xx });
+    console.table({ 'bare constant': row(t.bare), 'list, service_role (no RLS)': row(t.noRls), 'list, admin claims (RLS)': row(t.rls), 'GET /api/feedback/get-feedback': row(t.realRoute) });
+    console.log(`RLS / no RLS = ${readReport.ratios.rlsVsNoRls} (target >= 0.85); RLS / bare = ${readReport.ratios.rlsVsBare}`);
+    console.log(`\nFixed ${FIXED_RATE} req/s for ${DURATION_S}s (raw response times; autocannon p99 is coordinated-omission corrected, whole ms)`);
+    const fixed = (m: Measured) => ({ 'achieved req/s': m.requestsPerSecond, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, 'p99.9 ms': m.p999Ms, 'max ms': m.maxMs, 'autocannon p99': m.autocannonP99Ms, errors: m.errors + m.non2xx });
+    console.table({ 'bare constant': fixed(f.bare), 'list, no RLS': fixed(f.noRls), 'list, RLS': fixed(f.rls), 'GET /api/feedback/get-feedback': fixed(f.realRoute) });
+    console.log(`\nSoak: ${SOAK_S}s at ${soakReport.rateTotal} req/s (${soak.perRoute} per route)`);
+    console.table(Object.fromEntries(Object.entries(r).map(([name, m]) => [name, { requests: m.total, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, 'max ms': m.maxMs, errors: m.errors + m.non2xx }])));
+    console.log(`RSS MiB: start ${soakReport.rss.startMiB}, during ${soakReport.rss.duringMinMiB}-${soakReport.rss.duringMaxMiB} (first 10s ${soakReport.rss.first10sAvgMiB}, last 10s ${soakReport.rss.last10sAvgMiB}, slope ${soakReport.rss.slopeMiBPerMinute}/min), after ${soakReport.rss.afterMiB}`);
+    console.log(`Acknowledged/stored: feedback ${soakReport.acknowledged.feedback}/${stored.feedback}, events ${soakReport.acknowledged.events}/${stored.events}`);
+    console.log(`Notifications: ${outbox.owedAfterSoak} owed 5 s after the soak (${outbox.sinkMessagesAfterSoak} at the SMTP sink); ${outbox.drainSeconds === null ? `${outbox.owedAtGiveUp} still owed after 180 s` : `sent within ${outbox.drainSeconds} s more`}`);
+    console.log('\nWritten to bench/results/read.json and bench/results/soak.json');
+  } finally {
+    if (server) await stopServer(server.child);
+    await sql.end();
+    await stack.stop();
+  }
+}
+
+await main();
