@@ -53,6 +53,8 @@ begin
 end;
 $$;
 
+-- Trigger functions are called only as triggers: the platform's default
+-- EXECUTE for the API roles is taken back from each.
 revoke all on function public.handle_new_auth_user() from public, anon, authenticated;
 revoke all on function public.handle_updated_auth_user() from public, anon, authenticated;
 
@@ -74,6 +76,8 @@ begin
   return new;
 end;
 $$;
+
+revoke all on function public.touch_updated_at() from public, anon, authenticated;
 
 create trigger profiles_touch_updated_at
   before update on public.profiles

@@ -8,6 +8,13 @@
 -- it is relinked (prev_day, next_day) and the totals move with it: every
 -- changed row subtracts its old contribution and adds its new one.
 
+-- The lookups of a batch's members and sessions are LATERAL subqueries with
+-- LIMIT / OFFSET 0, which the planner cannot flatten into a hash join over a
+-- whole rollup table: each is an index probe, so a batch costs the same on a
+-- table of a thousand rows or a hundred million, whatever its statistics say.
+-- (Left to the planner, young or stale statistics led to sequential scans
+-- whose cost per batch grew with the table.)
+
 create function public.apply_analytics_rollups()
 returns trigger
 language plpgsql
@@ -64,14 +71,20 @@ begin
   ),
   fresh as (
     select c.* from candidates c
-     where not exists (
-       select 1 from public.analytics_distinct_days d
-        where d.website_id = c.website_id and d.kind = c.kind and d.member = c.member and d.day = c.day)
+      left join lateral (
+        select true as seen from public.analytics_distinct_days d
+         where d.website_id = c.website_id and d.kind = c.kind and d.member = c.member and d.day = c.day
+         limit 1) as known on true
+     where known.seen is null
   ),
   touched as (select distinct website_id, kind, member from fresh),
   merged as (
-    select d.website_id, d.kind, d.member, d.day, d.prev_day as old_prev, false as is_new
-      from public.analytics_distinct_days d join touched using (website_id, kind, member)
+    select t.website_id, t.kind, t.member, d.day, d.prev_day as old_prev, false as is_new
+      from touched t
+     cross join lateral (
+       select day, prev_day from public.analytics_distinct_days d
+        where d.website_id = t.website_id and d.kind = t.kind and d.member = t.member
+       offset 0) as d
     union all
     select website_id, kind, member, day, null, true from fresh
   ),
@@ -108,8 +121,11 @@ begin
      group by 1, 2, 3
   ),
   existing as (
-    select s.* from public.analytics_session_days s
-     where (s.website_id, s.session_id) in (select website_id, session_id from batch)
+    select s.* from (select distinct website_id, session_id from batch) as t
+     cross join lateral (
+       select * from public.analytics_session_days s
+        where s.website_id = t.website_id and s.session_id = t.session_id
+       offset 0) as s
   ),
   merged as (
     select coalesce(e.website_id, b.website_id) as website_id,

@@ -29,6 +29,10 @@ revoke all on table public.app_logs from anon, authenticated;
 grant select on table public.app_logs to authenticated;
 grant insert (level, message, context, source, request_id, user_id) on table public.app_logs to authenticated;
 grant all on table public.app_logs to service_role;
+-- Identity columns need no sequence privilege; the platform's default grants
+-- would let the API roles setval the sequence (not undone by a rollback), and
+-- the next insert would then fail on a duplicate key.
+revoke all on sequence public.app_logs_id_seq from anon, authenticated;
 
 create policy "Admins can read log entries"
   on public.app_logs for select

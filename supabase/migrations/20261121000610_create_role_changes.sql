@@ -53,6 +53,10 @@ alter table public.role_changes enable row level security;
 revoke all on table public.role_changes from anon, authenticated;
 grant select on table public.role_changes to authenticated;
 grant all on table public.role_changes to service_role;
+-- Identity columns need no sequence privilege; the platform's default grants
+-- would let the API roles setval the sequence (not undone by a rollback), and
+-- the next insert would then fail on a duplicate key.
+revoke all on sequence public.role_changes_id_seq from anon, authenticated;
 
 create policy "Admins can read role changes"
   on public.role_changes for select

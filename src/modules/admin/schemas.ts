@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { limitSchema, OffsetSchema, PaginationSchema } from '../../lib/schemas.ts';
 import { LOG_LEVELS } from '../../logger.ts';
 import { MetricsSnapshotSchema } from '../../plugins/metrics-snapshot.ts';
-import { PaginationSchema, UserSchema } from '../users/schemas.ts';
+import { UserSchema } from '../users/schemas.ts';
 import { HealthReportSchema } from './health.ts';
 
 // Shapes of /api/admin.
@@ -24,18 +25,8 @@ export const ListLogsQuerySchema = z.object({
   level: LogLevelSchema.optional(),
   source: z.enum(['server', 'client']).optional(),
   since: z.iso.datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' }).optional(),
-  limit: z.coerce
-    .number({ error: 'Limit must be an integer from 1 to 500' })
-    .int('Limit must be an integer from 1 to 500')
-    .min(1, 'Limit must be an integer from 1 to 500')
-    .max(500, 'Limit must be an integer from 1 to 500')
-    .default(50),
-  offset: z.coerce
-    .number({ error: 'Offset must be a non-negative integer' })
-    .int('Offset must be a non-negative integer')
-    .min(0, 'Offset must be a non-negative integer')
-    .max(1_000_000, 'Offset must be at most 1000000')
-    .default(0),
+  limit: limitSchema(500, 50),
+  offset: OffsetSchema,
 });
 
 export const CreateLogBodySchema = z.object({

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { limitSchema, OffsetSchema, PaginationSchema } from '../../lib/schemas.ts';
 import { SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
 
 // Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
@@ -51,18 +52,8 @@ export const ListFeedbackQuerySchema = z.object({
   status: FeedbackStatusSchema.optional(),
   // Not in the SPEC: narrows the list to one website's feedback.
   websiteId: z.uuid({ error: 'Website id must be a UUID' }).optional(),
-  limit: z.coerce
-    .number({ error: 'Limit must be an integer from 1 to 100' })
-    .int('Limit must be an integer from 1 to 100')
-    .min(1, 'Limit must be an integer from 1 to 100')
-    .max(100, 'Limit must be an integer from 1 to 100')
-    .default(20),
-  offset: z.coerce
-    .number({ error: 'Offset must be a non-negative integer' })
-    .int('Offset must be a non-negative integer')
-    .min(0, 'Offset must be a non-negative integer')
-    .max(1_000_000, 'Offset must be at most 1000000')
-    .default(0),
+  limit: limitSchema(100, 20),
+  offset: OffsetSchema,
 });
 export type ListFeedbackQuery = z.infer<typeof ListFeedbackQuerySchema>;
 
@@ -91,7 +82,7 @@ export type Feedback = z.infer<typeof FeedbackSchema>;
 export const ListFeedbackResponseSchema = z.object({
   success: z.literal(true),
   data: z.array(FeedbackSchema),
-  pagination: z.object({ total: z.number().int(), limit: z.number().int(), offset: z.number().int() }),
+  pagination: PaginationSchema,
 });
 
 export const FeedbackIdParamsSchema = z.object({ id: z.uuid({ error: 'Feedback id must be a UUID' }) });

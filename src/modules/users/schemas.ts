@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { PaginationQuerySchema } from '../../lib/schemas.ts';
 import { APP_ROLES } from '../../plugins/auth.ts';
 import { EmailSchema, NameSchema, PasswordSchema } from '../auth/schemas.ts';
 
@@ -27,22 +28,7 @@ export const UpdateUserBodySchema = z
 
 export const UserResponseSchema = z.object({ success: z.literal(true), message: z.string().optional(), data: UserSchema });
 
-export const PaginationSchema = z.object({ total: z.number().int(), limit: z.number().int(), offset: z.number().int() });
-
-const limit = z.coerce
-  .number({ error: 'Limit must be an integer from 1 to 100' })
-  .int('Limit must be an integer from 1 to 100')
-  .min(1, 'Limit must be an integer from 1 to 100')
-  .max(100, 'Limit must be an integer from 1 to 100')
-  .default(20);
-const offset = z.coerce
-  .number({ error: 'Offset must be a non-negative integer' })
-  .int('Offset must be a non-negative integer')
-  .min(0, 'Offset must be a non-negative integer')
-  .max(1_000_000, 'Offset must be at most 1000000')
-  .default(0);
-
-export const ListUsersQuerySchema = z.object({ search: z.string().trim().max(200).optional(), limit, offset });
+export const ListUsersQuerySchema = PaginationQuerySchema.extend({ search: z.string().trim().max(200).optional() });
 
 export type User = z.infer<typeof UserSchema>;
 export type CreateUserBody = z.infer<typeof CreateUserBodySchema>;

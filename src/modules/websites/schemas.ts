@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { PaginationSchema } from '../../lib/schemas.ts';
 
 // Request and response shapes of the websites routes (issue 5). Shared
-// fragments (bounded JSON objects, pagination) are used by analytics too.
+// fragments (bounded JSON objects) are used by analytics too.
 
 // Postgres text cannot hold NUL, and jsonb refuses \u0000 and unpaired
 // surrogates; JSON.stringify writes exactly those as escapes.
@@ -60,21 +61,6 @@ export const WebsiteIdParamsSchema = z.object({ id: z.uuid({ error: 'Website id 
 
 export const ApiKeyParamsSchema = z.object({ apiKey: z.string().min(1).max(200) });
 
-export const PaginationQuerySchema = z.object({
-  limit: z.coerce
-    .number({ error: 'Limit must be an integer from 1 to 100' })
-    .int('Limit must be an integer from 1 to 100')
-    .min(1, 'Limit must be an integer from 1 to 100')
-    .max(100, 'Limit must be an integer from 1 to 100')
-    .default(20),
-  offset: z.coerce
-    .number({ error: 'Offset must be a non-negative integer' })
-    .int('Offset must be a non-negative integer')
-    .min(0, 'Offset must be a non-negative integer')
-    .max(1_000_000, 'Offset must be at most 1000000')
-    .default(0),
-});
-export type PaginationQuery = z.infer<typeof PaginationQuerySchema>;
 
 const timestamp = z.iso.datetime();
 
@@ -104,7 +90,7 @@ export const CreatedWebsiteResponseSchema = z.object({
 export const ListWebsitesResponseSchema = z.object({
   success: z.literal(true),
   data: z.array(WebsiteSchema),
-  pagination: z.object({ total: z.number().int(), limit: z.number().int(), offset: z.number().int() }),
+  pagination: PaginationSchema,
 });
 
 export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });

@@ -10,7 +10,8 @@ import {
   insertWebsite,
   updateWebsite,
 } from './queries.ts';
-import type { CreateWebsiteBody, PaginationQuery, UpdateWebsiteBody, Website } from './schemas.ts';
+import type { PaginationQuery } from '../../lib/schemas.ts';
+import type { CreateWebsiteBody, UpdateWebsiteBody, Website } from './schemas.ts';
 
 export const websiteNotFound = () => notFound('Website not found');
 
