@@ -44,6 +44,7 @@ export const ConfigSchema = z.object({
     .transform((value) => value.split(',').map((name) => name.trim()).filter(Boolean)),
 
   REDIS_URL: optionalString,
+  RATE_LIMIT_REDIS_PREFIX: z.string().min(1).default('portfolio-rate-limit:'),
   RATE_LIMIT_AUTH_PER_MIN: positiveInt(10),
   RATE_LIMIT_RESET_PER_MIN: positiveInt(5),
   RATE_LIMIT_FEEDBACK_PER_15MIN: positiveInt(5),

@@ -21,12 +21,12 @@ declare module 'fastify' {
 }
 
 export interface RateLimitOptions {
-  /** Prefix of the Redis keys; tests give each app its own. */
+  /** Prefix of the Redis keys (default RATE_LIMIT_REDIS_PREFIX); tests give each app its own. */
   redisNamespace?: string;
 }
 
 export default fp<RateLimitOptions & { config: Config }>(
-  async function rateLimitPlugin(app: FastifyInstance, { config, redisNamespace = 'portfolio-rate-limit:' }) {
+  async function rateLimitPlugin(app: FastifyInstance, { config, redisNamespace = config.RATE_LIMIT_REDIS_PREFIX }) {
     const redis = config.REDIS_URL
       ? new Redis(config.REDIS_URL, { connectTimeout: 2_000, maxRetriesPerRequest: 1, enableOfflineQueue: true })
       : undefined;

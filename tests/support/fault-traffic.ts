@@ -95,7 +95,7 @@ async function freePort(): Promise<number> {
 }
 
 /** `node src/server.ts` against `databaseUrl`, the way production runs it; resolves once /health answers 200. */
-export async function startServerProcess(databaseUrl: string): Promise<ServerProcess> {
+export async function startServerProcess(databaseUrl: string, extraEnv: Record<string, string> = {}): Promise<ServerProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../../src/server.ts')], {
     env: {
@@ -111,6 +111,7 @@ export async function startServerProcess(databaseUrl: string): Promise<ServerPro
       ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
       RATE_LIMIT_FEEDBACK_PER_15MIN: '1000000',
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000',
+      ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
