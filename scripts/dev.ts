@@ -47,6 +47,8 @@ async function main() {
     for (const [name, value] of Object.entries(await devSecrets())) env[name] ??= value;
     env.DATABASE_URL ??= stack.databaseUrl;
     env.SMTP_URL ??= `smtp://127.0.0.1:${stack.mail.smtpPort}`;
+    // A fresh local database has no admin yet: notifications go to this address in the sink.
+    env.FEEDBACK_NOTIFY_EMAILS ??= 'admin@portfolio.local';
     try {
       await ensureAuthBinary((line) => console.log(`  ${line}`));
     } catch (error) {
