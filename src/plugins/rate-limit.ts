@@ -30,7 +30,16 @@ export default fp<RateLimitOptions & { config: Config }>(
     const redis = config.REDIS_URL
       ? new Redis(config.REDIS_URL, { connectTimeout: 2_000, maxRetriesPerRequest: 1, enableOfflineQueue: true })
       : undefined;
-    if (redis) app.addHook('onClose', async () => void (await redis.quit()));
+    if (redis) {
+      // While Redis is down every reconnect attempt errors; say so now and then, not each time.
+      let lastWarned = 0;
+      redis.on('error', (error: Error) => {
+        if (Date.now() - lastWarned < 30_000) return;
+        lastWarned = Date.now();
+        app.log.warn({ err: error }, 'rate-limit store (Redis) unavailable: requests are let through uncounted');
+      });
+      app.addHook('onClose', async () => void (await redis.quit().catch(() => redis.disconnect())));
+    }
 
     await app.register(rateLimit, {
       global: true,
