@@ -36,7 +36,7 @@ export interface MailTransport {
 
 function resendTransport(apiKey: string, baseUrl: string | undefined): MailTransport {
   // Base URL and user agent are passed so the package never falls back to
-  // reading process.env (config is parsed once, in config.ts).
+  // reading the environment (config is parsed once, in config.ts).
   const resend = new Resend(apiKey, { baseUrl: baseUrl ?? RESEND_DEFAULT_BASE_URL, userAgent: 'portfolio-backend' });
   return {
     name: 'resend',
