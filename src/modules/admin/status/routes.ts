@@ -131,7 +131,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
         async (tx) => (await tx<{ admin: boolean }[]>`select public.has_role('admin') as admin`)[0].admin,
       );
       if (!isAdmin) {
-        await client.auth.signOut({ scope: 'local' }).catch(() => {});
+        await client.auth.admin.signOut(session.access_token, 'local').catch(() => {});
         throw forbidden();
       }
       reply.setCookie(SESSION_COOKIE, session.access_token, sessionCookieOptions(config, session.expires_in));
@@ -143,7 +143,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     const accessToken = request.cookies[SESSION_COOKIE];
     if (accessToken && app.supabase.configured) {
       // Ends the session at the auth server too, so a copied cookie stops working.
-      const { error } = await app.supabase.forRequest(request.ip, { accessToken }).auth.signOut({ scope: 'local' });
+      const { error } = await app.supabase.forRequest(request.ip).auth.admin.signOut(accessToken, 'local');
       if (error) request.log.warn({ error: error.message }, 'status sign-out: the auth server refused');
     }
     reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(config));
