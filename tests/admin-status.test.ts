@@ -1,18 +1,18 @@
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type ConsoleMessage } from 'playwright-core';
+import type { Browser, ConsoleMessage } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SESSION_COOKIE, sessionCookieOptions } from '../src/modules/admin/status/routes.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
+import { launchChromium } from './support/browser.ts';
 
 // The /admin/status dashboard: its HTTP contract through inject, then the
-// page itself in Debian's Chromium driven by playwright-core against the app
-// listening on a real port. Screenshots go to .artifacts/ (git-ignored).
+// page itself in Chromium (the npm package's build) driven by playwright-core
+// against the app listening on a real port. Screenshots go to .artifacts/
+// (git-ignored).
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.resolve(import.meta.dirname, '../.artifacts');
 
 describe('/admin/status over HTTP', () => {
@@ -122,15 +122,9 @@ describe('/admin/status in Chromium', () => {
   let base: string;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`Chromium is not installed at ${CHROMIUM}; the dashboard test needs it (Debian: apt-get install chromium).`);
-    }
     app = await buildTestApp();
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
     await mkdir(ARTIFACTS, { recursive: true });
   });
   afterAll(async () => {

@@ -158,7 +158,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       const { error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token });
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
-          identity_already_exists: conflict('Identity is already linked to another account'),
+          identity_already_exists: conflict('Identity is already linked to an account'),
           provider_disabled: badRequest('Unsupported provider'),
           oauth_provider_not_supported: badRequest('Unsupported provider'),
           manual_linking_disabled: badRequest('Identity linking is disabled'),
