@@ -5,6 +5,7 @@ import cookie from '@fastify/cookie';
 import escapeHtml from 'escape-html';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { decodeJwt } from 'jose';
 import { z } from 'zod';
 import type { Config } from '../../../config.ts';
 import { AppError, forbidden, unauthorized } from '../../../lib/errors.ts';
@@ -19,6 +20,15 @@ import { cachedHealth, checkHealth } from '../health.ts';
 // POST /admin/status/session. Never a token in a URL.
 
 export const SESSION_COOKIE = 'admin_status_session';
+
+function sessionIdOf(accessToken: string): string | undefined {
+  try {
+    const { session_id: sessionId } = decodeJwt(accessToken);
+    return typeof sessionId === 'string' ? sessionId : undefined;
+  } catch {
+    return undefined;
+  }
+}
 const HERE = import.meta.dirname;
 const ASSETS: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
@@ -145,6 +155,9 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       // Ends the session at the auth server too, so a copied cookie stops working.
       const { error } = await app.supabase.forRequest(request.ip).auth.admin.signOut(accessToken, 'local');
       if (error) request.log.warn({ error: error.message }, 'status sign-out: the auth server refused');
+      // Forgetting needs no verified token: it only makes the next use check auth.sessions again.
+      const sessionId = sessionIdOf(accessToken);
+      if (sessionId) app.forgetSession(sessionId);
     }
     reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(config));
     return { success: true as const, message: 'Signed out' };
