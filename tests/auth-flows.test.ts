@@ -238,3 +238,36 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect(server.output()).not.toMatch(/unhandled|uncaught|AuthSessionMissingError/i);
   });
 });
+
+describe.runIf(auth)("the auth server's own per-IP limits count our clients, not our server", () => {
+  it('a client whose address used up the sign-up budget is refused with 429; another client is not', { timeout: 30_000 }, async () => {
+    const app = await buildTestApp(realAuthEnv(auth!));
+    try {
+      const crowded = '203.0.113.7';
+      // The auth server allows a burst of 30 sign-ups per address (then its 5-minute rate);
+      // use the burst up for one address straight at the gateway, as that client would.
+      for (let i = 0; i < 30; i += 1) {
+        const direct = await fetch(`${auth!.url}/auth/v1/signup`, {
+          method: 'POST',
+          headers: { apikey: auth!.anonKey, 'content-type': 'application/json', 'x-forwarded-for': crowded },
+          // Counted before the password is checked, so no account is made.
+          body: JSON.stringify({ email: uniqueEmail('burst'), password: 'x' }),
+        });
+        expect(direct.status).not.toBe(429);
+      }
+      const signup = (remoteAddress: string) =>
+        app.inject({
+          method: 'POST',
+          url: '/api/auth/signup',
+          remoteAddress,
+          payload: { email: uniqueEmail('per-ip'), password: 'secret1', name: 'Per Ip' },
+        });
+      const refused = await signup(crowded);
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json()).toMatchObject({ success: false, error: 'Too many requests. Please try again later.', statusCode: 429 });
+      expect((await signup('198.51.100.23')).statusCode).toBe(201);
+    } finally {
+      await app.close();
+    }
+  });
+});
