@@ -11,38 +11,65 @@ export interface ClaimedNotification {
   /** Tries so far, this one included. */
   attempts: number;
   claimToken: string;
+  /** The feedback the e-mail is about; null when it was deleted meanwhile. */
+  feedback: NotifiedFeedback | null;
 }
 
 /**
- * Claims the oldest due notification for `leaseMs`: `for update skip locked`
- * lets concurrent workers pass over a row another is claiming, and moving
- * next_attempt_at to the end of the lease keeps it theirs while they send.
- * A worker that dies mid-send loses the claim when the lease runs out.
+ * Claims up to `limit` due notifications for `leaseMs`, with the feedback
+ * each is about, in one statement. Half of the batch is the oldest due rows
+ * (retries and a backlog drain in order), half the newest (a backlog never
+ * holds a new notification back). `for update skip locked` lets concurrent
+ * workers pass over rows another is claiming; moving next_attempt_at to the
+ * end of the lease keeps them theirs while they send, and a worker that dies
+ * mid-send loses its claim when the lease runs out.
  */
-export async function claimDueNotification(sql: Sql, claimToken: string, leaseMs: number): Promise<ClaimedNotification | undefined> {
-  const [row] = await sql<{ id: string; feedback_id: string; attempts: number }[]>`
-    update public.feedback_outbox
-       set claim_token = ${claimToken},
-           attempts = attempts + 1,
-           next_attempt_at = now() + make_interval(secs => ${leaseMs / 1000})
-     where id = (
-       select id from public.feedback_outbox
-        where sent_at is null and gave_up_at is null and next_attempt_at <= now()
-        order by next_attempt_at, id
-        limit 1
-        for update skip locked)
-    returning id, feedback_id, attempts`;
-  return row && { id: row.id, feedbackId: row.feedback_id, attempts: row.attempts, claimToken };
+export async function claimDueNotifications(sql: Sql, claimToken: string, leaseMs: number, limit: number): Promise<ClaimedNotification[]> {
+  const newest = Math.floor(limit / 2);
+  const rows = await sql<{ id: string; feedback_id: string; attempts: number; feedback: NotifiedFeedback | null }[]>`
+    with oldest as (
+      select id from public.feedback_outbox
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now()
+       order by next_attempt_at, id
+       limit ${limit - newest}
+       for update skip locked
+    ), newest as (
+      select id from public.feedback_outbox
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now()
+         and id not in (select id from oldest)
+       order by created_at desc, id
+       limit ${newest}
+       for update skip locked
+    ), claimed as (
+      update public.feedback_outbox o
+         set claim_token = ${claimToken},
+             attempts = o.attempts + 1,
+             next_attempt_at = now() + make_interval(secs => ${leaseMs / 1000})
+       where o.id in (select id from oldest union all select id from newest)
+      returning o.id, o.feedback_id, o.attempts
+    )
+    select c.id, c.feedback_id, c.attempts,
+           case when f.id is null then null else
+             jsonb_build_object('id', f.id, 'name', f.name, 'email', f.email, 'rating', f.rating,
+                                'comment', f.comment, 'category', f.category, 'location', f.location)
+           end as feedback
+      from claimed c left join public.feedback f on f.id = c.feedback_id
+     order by c.attempts, c.id`;
+  return rows.map((row) => ({ id: row.id, feedbackId: row.feedback_id, attempts: row.attempts, claimToken, feedback: row.feedback }));
 }
 
-/** Marks a claimed notification sent; false when the claim was lost (lease ran out and another took it). */
-export async function markNotificationSent(sql: Sql, claim: ClaimedNotification, providerMessageId: string | undefined): Promise<boolean> {
-  const rows = await sql`
-    update public.feedback_outbox
-       set sent_at = now(), provider_message_id = ${providerMessageId ?? null}, last_error = null, claim_token = null
-     where id = ${claim.id} and claim_token = ${claim.claimToken} and sent_at is null
-    returning id`;
-  return rows.length === 1;
+/** Marks claimed notifications sent in one statement; returns the ids whose claim still held. */
+export async function markNotificationsSent(sql: Sql, sent: { claim: ClaimedNotification; providerMessageId?: string }[]): Promise<Set<string>> {
+  if (sent.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    update public.feedback_outbox o
+       set sent_at = now(), provider_message_id = s.provider_message_id, last_error = null, claim_token = null
+      from (select unnest(${sent.map(({ claim }) => claim.id)}::uuid[]) as id,
+                   unnest(${sent.map(({ claim }) => claim.claimToken)}::uuid[]) as claim_token,
+                   unnest(${sent.map(({ providerMessageId }) => providerMessageId ?? null)}::text[]) as provider_message_id) s
+     where o.id = s.id and o.claim_token = s.claim_token and o.sent_at is null
+    returning o.id`;
+  return new Set(rows.map((row) => row.id));
 }
 
 export async function scheduleNotificationRetry(sql: Sql, claim: ClaimedNotification, delayMs: number, error: string): Promise<void> {
@@ -58,13 +85,6 @@ export async function giveUpNotification(sql: Sql, claim: ClaimedNotification, e
     update public.feedback_outbox
        set gave_up_at = now(), last_error = ${error}, claim_token = null
      where id = ${claim.id} and claim_token = ${claim.claimToken} and sent_at is null`;
-}
-
-export async function feedbackForNotification(sql: Sql, feedbackId: string): Promise<NotifiedFeedback | undefined> {
-  const [row] = await sql<NotifiedFeedback[]>`
-    select id, name, email, rating, comment, category, location
-      from public.feedback where id = ${feedbackId}`;
-  return row;
 }
 
 /** E-mail addresses of every user holding the admin role. */
