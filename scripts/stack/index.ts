@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type AuthServer, type AuthServerOptions, startAuthServer } from './auth-server.ts';
 import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase } from './database.ts';
 import { type MailSink, startMailSink } from './mail-sink.ts';
-import { readAuthSettings } from './supabase-config.ts';
+import { type AuthSettings, readAuthSettings } from './supabase-config.ts';
 
 // The local stack that `npm run dev` and `npm test` start: a database of the
 // project's own on the machine's PostgreSQL with the Supabase platform
@@ -19,8 +19,11 @@ export interface StackOptions {
   keepDatabase?: boolean;
   smtpPort?: number;
   mailApiPort?: number;
-  /** Run Supabase Auth from this binary, signing tokens with jwtSecret. */
-  auth?: Pick<AuthServerOptions, 'binary' | 'jwtSecret' | 'gatewayPort' | 'oidc'>;
+  /**
+   * Run Supabase Auth from this binary, signing tokens with jwtSecret, with the
+   * settings of supabase/config.toml (`adjust` may change them, e.g. a benchmark's limits).
+   */
+  auth?: Pick<AuthServerOptions, 'binary' | 'jwtSecret' | 'gatewayPort' | 'oidc'> & { adjust?: (settings: AuthSettings) => AuthSettings };
   log?: (line: string) => void;
 }
 
@@ -57,10 +60,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   let auth: AuthServer | undefined;
   try {
     if (options.auth) {
+      const { adjust = (settings: AuthSettings) => settings, ...given } = options.auth;
       auth = await startAuthServer({
-        ...options.auth,
+        ...given,
         databaseUrl: url,
-        settings: await readAuthSettings(),
+        settings: adjust(await readAuthSettings()),
         smtp: { host: '127.0.0.1', port: mail.smtpPort },
         log,
       });
