@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
-import { CLAIM_BATCH } from '../src/modules/feedback/outbox-worker.ts';
+import { CLAIM_BATCH } from '../src/modules/feedback/outbox/worker.ts';
 import { buildTestApp } from './support/app.ts';
 import { createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { feedbackBody, waitFor } from './support/feedback-fixtures.ts';

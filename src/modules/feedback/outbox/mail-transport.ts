@@ -1,6 +1,6 @@
 import { createTransport } from 'nodemailer';
 import { Resend } from 'resend';
-import type { Config } from '../../config.ts';
+import type { Config } from '../../../config.ts';
 
 // How notification e-mails leave: Resend when RESEND_API_KEY is set
 // (production), else SMTP at SMTP_URL (the local sink in development), else

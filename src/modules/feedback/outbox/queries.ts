@@ -1,9 +1,9 @@
-import type { Sql } from '../../plugins/db.ts';
+import type { Sql } from '../../../plugins/db.ts';
 import type { NotifiedFeedback } from './notification.ts';
 
-// Elevated queries of the notification worker: they run on the service's own
+// Elevated queries of the notification outbox: they run on the service's own
 // connection (`app.db.sql`), because the outbox and the admins' addresses are
-// closed to every API role. Only the worker calls them.
+// closed to every API role. Only the outbox (worker and backlog) calls them.
 
 export interface ClaimedNotification {
   id: string;
@@ -96,4 +96,12 @@ export async function adminRecipientEmails(sql: Sql): Promise<string[]> {
      where r.role = 'admin' and p.email <> ''
      order by p.email`;
   return rows.map((row) => row.email);
+}
+
+/** Notifications still owed, and how many of them have failed at least `failingAfter` times. */
+export async function countOwedNotifications(sql: Sql, failingAfter: number): Promise<{ owed: number; failing: number }> {
+  const [row] = await sql<{ owed: number; failing: number }[]>`
+    select count(*)::int as owed, count(*) filter (where attempts >= ${failingAfter})::int as failing
+      from public.feedback_outbox where sent_at is null and gave_up_at is null`;
+  return row;
 }

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Config } from '../../config.ts';
-import type { Sql } from '../../plugins/db.ts';
+import type { Config } from '../../../config.ts';
+import type { Sql } from '../../../plugins/db.ts';
 import { retryDelayMs } from './backoff.ts';
 import { createMailTransport, DeliveryError, type MailTransport, SEND_TIMEOUT_MS } from './mail-transport.ts';
 import { adminUrl, renderFeedbackNotification } from './notification.ts';
@@ -10,10 +10,11 @@ import {
   adminRecipientEmails,
   type ClaimedNotification,
   claimDueNotifications,
+  countOwedNotifications,
   giveUpNotification,
   markNotificationsSent,
   scheduleNotificationRetry,
-} from './outbox-queries.ts';
+} from './queries.ts';
 
 // The worker that empties the feedback outbox (docs/feedback.md): started
 // when the app is ready, stopped before it closes. It claims a batch of due
@@ -27,11 +28,18 @@ export const CLAIM_BATCH = 50;
 /** How long a claim holds its rows: a whole batch sent at the lowest concurrency, with room to spare. */
 export const CLAIM_LEASE_MS = Math.ceil(CLAIM_BATCH / 2) * SEND_TIMEOUT_MS;
 
+/** An owed notification tried this many times means deliveries are failing. */
+export const FAILING_AFTER_ATTEMPTS = 3;
+
 export interface FeedbackOutbox {
+  /** The configured mail provider (Resend or SMTP), whether or not this instance runs the worker. */
+  readonly provider: MailTransport['name'] | null;
   /** Which transport this instance sends with, or null when it sends nothing and rows wait. */
   readonly transport: MailTransport['name'] | null;
   /** Looks for due rows now instead of at the next poll. */
   wake(): void;
+  /** Notifications owed by every instance, and how many keep failing. */
+  backlog(): Promise<{ owed: number; failing: number }>;
 }
 
 declare module 'fastify' {
@@ -156,8 +164,11 @@ export default fp<{ config: Config }>(
   async function feedbackOutboxPlugin(app: FastifyInstance, { config }) {
     const log = app.log.child({ module: 'feedback-outbox' });
     const transport = createMailTransport(config);
+    const provider = transport?.name ?? null;
+    const backlog = () => countOwedNotifications(app.db.sql, FAILING_AFTER_ATTEMPTS);
     if (!transport || !outboxWorkerEnabled(config)) {
-      app.decorate('feedbackOutbox', { transport: null, wake() {} });
+      transport?.close();
+      app.decorate('feedbackOutbox', { provider, transport: null, wake() {}, backlog });
       app.addHook('onReady', async () =>
         transport
           ? log.info('feedback outbox worker off in this instance (FEEDBACK_OUTBOX_WORKER)')
@@ -166,7 +177,7 @@ export default fp<{ config: Config }>(
       return;
     }
     const worker = createWorker(app.db.sql, config, transport, log);
-    app.decorate('feedbackOutbox', { transport: transport.name, wake: worker.wake });
+    app.decorate('feedbackOutbox', { provider, transport: transport.name, wake: worker.wake, backlog });
     app.addHook('onReady', async () => worker.start());
     // Before onClose, where the database pool closes: the pass in flight ends first.
     app.addHook('preClose', async () => {
