@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair } from 'jose';
-import Provider from 'oidc-provider';
+import Provider, { type Adapter, type AdapterPayload } from 'oidc-provider';
 
 // A local OpenID Connect issuer (panva's certified oidc-provider) that the
 // stack configures as Supabase Auth's `keycloak` provider, so identity linking
@@ -33,6 +33,47 @@ export function subjectFor(email: string): string {
 
 const accounts = new Map<string, { email: string; name: string }>();
 
+/**
+ * The issuer's sessions, grants and codes, in memory: a local issuer that
+ * forgets everything when the stack stops is what dev and tests want. (Given
+ * explicitly, so the library does not warn that its default is for
+ * development only.)
+ */
+function memoryAdapter(): (name: string) => Adapter {
+  const store = new Map<string, { payload: AdapterPayload; expiresAt?: number }>();
+  const live = (key: string) => {
+    const entry = store.get(key);
+    if (entry?.expiresAt && entry.expiresAt < Date.now()) store.delete(key);
+    return store.get(key)?.payload;
+  };
+  return (name) => ({
+    async upsert(id, payload, expiresIn) {
+      store.set(`${name}:${id}`, { payload, expiresAt: expiresIn ? Date.now() + expiresIn * 1000 : undefined });
+      if (payload.uid) store.set(`${name}:uid:${payload.uid}`, { payload: { ...payload, jti: id } });
+      if (payload.userCode) store.set(`${name}:userCode:${payload.userCode}`, { payload: { ...payload, jti: id } });
+    },
+    find: async (id) => live(`${name}:${id}`),
+    findByUid: async (uid) => {
+      const jti = live(`${name}:uid:${uid}`)?.jti;
+      return jti ? live(`${name}:${jti}`) : undefined;
+    },
+    findByUserCode: async (userCode) => {
+      const jti = live(`${name}:userCode:${userCode}`)?.jti;
+      return jti ? live(`${name}:${jti}`) : undefined;
+    },
+    async consume(id) {
+      const payload = live(`${name}:${id}`);
+      if (payload) payload.consumed = Math.floor(Date.now() / 1000);
+    },
+    async destroy(id) {
+      store.delete(`${name}:${id}`);
+    },
+    async revokeByGrantId(grantId) {
+      for (const [key, entry] of store) if (entry.payload.grantId === grantId) store.delete(key);
+    },
+  });
+}
+
 export async function startOidcIssuer(options: OidcIssuerOptions): Promise<OidcIssuer> {
   const clientId = options.clientId ?? 'portfolio-backend';
   const clientSecret = options.clientSecret ?? randomBytes(24).toString('hex');
@@ -53,6 +94,7 @@ export async function startOidcIssuer(options: OidcIssuerOptions): Promise<OidcI
         response_types: ['code'],
       },
     ],
+    adapter: memoryAdapter(),
     jwks: { keys: [signingKey] },
     cookies: { keys: [randomBytes(32).toString('hex')] },
     claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name'] },
