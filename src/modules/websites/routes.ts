@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { PaginationQuerySchema } from '../../lib/schemas.ts';
+import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { actorFor } from '../../plugins/auth.ts';
 import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from './permissions.ts';
 import {
@@ -7,7 +7,6 @@ import {
   CreatedWebsiteResponseSchema,
   CreateWebsiteBodySchema,
   ListWebsitesResponseSchema,
-  MessageResponseSchema,
   UpdateWebsiteBodySchema,
   WebsiteIdParamsSchema,
   WebsiteResponseSchema,
