@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 // Every setting the service reads, parsed once at start-up. Nothing else in
@@ -16,15 +17,48 @@ const emailList = (value: string) =>
     .map((email) => email.trim())
     .filter((email) => email !== '');
 
+// proxy-addr's names for ranges, as Fastify's trustProxy accepts them.
+const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An IP address, a CIDR range (address/prefix) or a named range. */
+function isProxyAddress(entry: string): boolean {
+  if (NAMED_RANGES.has(entry)) return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
+}
+
 export const ConfigSchema = z.object({
   NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().default('127.0.0.1'),
   LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'debug', 'silent']).default('http'),
+  // Which X-Forwarded-For entries to believe (Fastify's trustProxy): false,
+  // a hop count, or the proxies' addresses / CIDR ranges. `true` would
+  // believe every entry, so a client could pick its own IP; it is refused.
   TRUST_PROXY: z
     .string()
     .default('false')
-    .transform((value) => value === 'true' || value === '1'),
+    .transform((value, context) => {
+      const trimmed = value.trim();
+      if (trimmed === '' || trimmed === 'false' || trimmed === '0') return false as const;
+      if (/^\d+$/.test(trimmed)) return Number(trimmed);
+      const entries = trimmed.split(',').map((entry) => entry.trim()).filter(Boolean);
+      const bad = entries.filter((entry) => !isProxyAddress(entry));
+      if (trimmed === 'true' || bad.length > 0 || entries.length === 0) {
+        context.addIssue({
+          code: 'custom',
+          message:
+            trimmed === 'true'
+              ? 'true would trust every X-Forwarded-For entry; give the number of proxies (e.g. 1) or their addresses / CIDR ranges'
+              : `not a hop count or proxy addresses: ${bad.join(', ')}`,
+        });
+        return z.NEVER;
+      }
+      return entries;
+    }),
 
   CORS_ORIGIN: z.url().default('http://localhost:5173'),
   FRONTEND_URL: optionalString.pipe(z.url().optional()),
