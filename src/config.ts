@@ -70,7 +70,13 @@ export const ConfigSchema = z.object({
   SUPABASE_ANON_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
   SUPABASE_JWT_SECRET: optionalString,
-  ADMIN_JWT_SECRET: optionalString,
+  // HS256 keys shorter than the hash output are guessable offline from one token.
+  ADMIN_JWT_SECRET: optionalString.pipe(
+    z
+      .string()
+      .refine((value) => Buffer.byteLength(value, 'utf8') >= 32, 'must be at least 32 bytes')
+      .optional(),
+  ),
   AUTH_TIMEOUT_MS: positiveInt(10_000),
   AUTH_LINK_PROVIDERS: z
     .string()
