@@ -32,7 +32,8 @@ async function devSecrets(): Promise<Record<string, string>> {
 }
 
 async function main() {
-  const env: NodeJS.ProcessEnv = { ...process.env };
+  // Unset NODE_ENV means production (src/config.ts); this command is for development.
+  const env: NodeJS.ProcessEnv = { NODE_ENV: 'development', ...process.env };
   let stack: Stack | undefined;
 
   if (!env.SUPABASE_URL) {

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Nothing else in
 // the code reads process.env; tests build a Config object directly.
@@ -31,7 +32,9 @@ function isProxyAddress(entry: string): boolean {
 }
 
 export const ConfigSchema = z.object({
-  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  // Unset means production: HSTS, Secure cookies and the secret checks of
+  // config-production.ts. `npm run dev` and the tests say otherwise explicitly.
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('production'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().default('127.0.0.1'),
   LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'debug', 'silent']).default('http'),
@@ -77,6 +80,8 @@ export const ConfigSchema = z.object({
       .refine((value) => Buffer.byteLength(value, 'utf8') >= 32, 'must be at least 32 bytes')
       .optional(),
   ),
+  // `off` refuses every legacy admin token (SPEC 5.5), whatever ADMIN_JWT_SECRET says.
+  LEGACY_ADMIN_TOKEN: optionalString.pipe(z.enum(['on', 'off']).default('on')),
   AUTH_TIMEOUT_MS: positiveInt(10_000),
   AUTH_LINK_PROVIDERS: z
     .string()
@@ -97,7 +102,8 @@ export const ConfigSchema = z.object({
 
   // Feedback (docs/feedback.md): bot check on submission, the notification
   // e-mail (Resend when a key is set, else SMTP) and its outbox worker.
-  CAPTCHA_PROVIDER: optionalString.pipe(z.enum(['turnstile', 'hcaptcha']).default('turnstile')),
+  // `off` switches the bot check off by name (production refuses to run without a secret otherwise).
+  CAPTCHA_PROVIDER: optionalString.pipe(z.enum(['turnstile', 'hcaptcha', 'off']).default('turnstile')),
   CAPTCHA_SECRET: optionalString,
   CAPTCHA_VERIFY_URL: optionalString.pipe(z.url().optional()),
   RESEND_API_KEY: optionalString,
@@ -146,6 +152,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     });
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
+  const problems = productionProblems(result.data);
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   return result.data;
 }
 

@@ -73,14 +73,14 @@ describe('TRUST_PROXY', () => {
   });
 
   it('TRUST_PROXY=true (trust every hop) is refused at start-up with one line', () => {
-    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'true' })).toThrow(ConfigError);
-    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'true' })).toThrow(/^Invalid configuration: TRUST_PROXY is invalid/);
-    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: '10.0.0.0/33' })).toThrow(/TRUST_PROXY is invalid/);
-    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'not-an-address' })).toThrow(/TRUST_PROXY is invalid/);
-    expect(parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x' }).TRUST_PROXY).toBe(false);
-    expect(parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'false' }).TRUST_PROXY).toBe(false);
-    expect(parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
-    expect(parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'loopback, 10.0.0.0/8,::1' }).TRUST_PROXY).toEqual([
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'true' })).toThrow(ConfigError);
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'true' })).toThrow(/^Invalid configuration: TRUST_PROXY is invalid/);
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: '10.0.0.0/33' })).toThrow(/TRUST_PROXY is invalid/);
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'not-an-address' })).toThrow(/TRUST_PROXY is invalid/);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x' }).TRUST_PROXY).toBe(false);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'false' }).TRUST_PROXY).toBe(false);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'loopback, 10.0.0.0/8,::1' }).TRUST_PROXY).toEqual([
       'loopback',
       '10.0.0.0/8',
       '::1',

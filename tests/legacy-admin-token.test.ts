@@ -49,7 +49,7 @@ describe('legacy admin token lifetime', () => {
   });
 
   it('refuses an ADMIN_JWT_SECRET shorter than 32 bytes at start-up, with one line', () => {
-    const env = { DATABASE_URL: 'postgres://x@127.0.0.1/x', ADMIN_JWT_SECRET: 'short-secret-31-bytes-xxxxxxxxx' };
+    const env = { NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', ADMIN_JWT_SECRET: 'short-secret-31-bytes-xxxxxxxxx' };
     expect(() => parseConfig(env)).toThrow(ConfigError);
     expect(() => parseConfig(env)).toThrow(/^Invalid configuration: ADMIN_JWT_SECRET is invalid \([^\n]*32 bytes[^\n]*\)$/);
     expect(parseConfig({ ...env, ADMIN_JWT_SECRET: 'x'.repeat(32) }).ADMIN_JWT_SECRET).toBe('x'.repeat(32));

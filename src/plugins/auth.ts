@@ -58,7 +58,7 @@ export default fp<AuthPluginOptions>(
     const verify = createTokenVerifier({
       jwtSecret: config.SUPABASE_JWT_SECRET,
       supabaseUrl: config.SUPABASE_URL,
-      adminJwtSecret: config.ADMIN_JWT_SECRET,
+      adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
     const aliveUntil = new Map<string, number>();
 
