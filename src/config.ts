@@ -94,6 +94,10 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_RESET_PER_MIN: positiveInt(5),
   RATE_LIMIT_FEEDBACK_PER_15MIN: positiveInt(5),
   RATE_LIMIT_GENERAL_PER_15MIN: positiveInt(100),
+  // Analytics events (POST /api/analytics) have a budget of their own: a page
+  // view is not an API call, and one visitor reading 100 pages, or an office
+  // behind one NAT, must not be refused nor spend the general budget.
+  RATE_LIMIT_INGEST_PER_15MIN: positiveInt(1_000),
 
   // Administration: Prometheus text at GET /metrics only when a token is set;
   // stored log entries older than the retention are pruned.

@@ -17,7 +17,7 @@ import type { Config } from '../config.ts';
 
 const MINUTE = 60_000;
 
-export type RateLimitGroup = 'auth' | 'passwordReset' | 'feedback';
+export type RateLimitGroup = 'auth' | 'passwordReset' | 'feedback' | 'ingest';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -74,6 +74,7 @@ export default fp<RateLimitOptions & { config: Config }>(
       auth: limiter('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE),
       passwordReset: limiter('passwordReset', config.RATE_LIMIT_RESET_PER_MIN, MINUTE),
       feedback: limiter('feedback', config.RATE_LIMIT_FEEDBACK_PER_15MIN, 15 * MINUTE),
+      ingest: limiter('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE),
     };
     const general = limiter('general', config.RATE_LIMIT_GENERAL_PER_15MIN, 15 * MINUTE);
     app.decorate('rateLimitGroups', { ...groups, general } as Record<RateLimitGroup | 'general', onRequestHookHandler>);

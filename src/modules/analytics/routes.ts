@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { unauthorized } from '../../lib/errors.ts';
 import { jsonBodyParser } from '../../plugins/json-body.ts';
+import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { WEBSITE_READERS } from '../websites/permissions.ts';
 import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
@@ -77,6 +78,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.post(
     '/',
     {
+      ...inRateLimitGroup(app, 'ingest'),
       bodyLimit: INGEST_BODY_LIMIT,
       onRequest: async (request) => app.analyticsBatcher.admit(request),
       onResponse: async (request) => app.analyticsBatcher.release(request),
