@@ -68,6 +68,10 @@ export const ConfigSchema = z.object({
 
   DATABASE_URL: z.string().min(1),
   DATABASE_POOL_MAX: positiveInt(10),
+  // Past either deadline the caller gets 503 instead of waiting behind a slow
+  // query or a held lock (plugins/db.ts).
+  DATABASE_STATEMENT_TIMEOUT_MS: positiveInt(5_000),
+  DATABASE_ACQUIRE_TIMEOUT_MS: positiveInt(5_000),
 
   SUPABASE_URL: optionalString.pipe(z.url().optional()),
   SUPABASE_ANON_KEY: optionalString,
