@@ -202,6 +202,7 @@ async function main() {
       ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
+      RATE_LIMIT_INGEST_PER_15MIN: '1000000000',
     };
 
     // 1. Ingestion.

@@ -140,6 +140,9 @@ async function main() {
       RATE_LIMIT_AUTH_PER_MIN: '1000000000',
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
       FEEDBACK_OUTBOX_WORKER: 'false',
+      // Production refuses to start without these unless they are turned off by name.
+      CAPTCHA_PROVIDER: 'off',
+      LEGACY_ADMIN_TOKEN: 'off',
     });
 
     const password = 'bench-secret-1';

@@ -113,6 +113,9 @@ async function main() {
       LOG_LEVEL: 'silent',
       DATABASE_URL: stack.databaseUrl,
       ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
+      SUPABASE_JWT_SECRET: randomBytes(32).toString('hex'),
+      // Production refuses to start without a bot check unless it is turned off by name.
+      CAPTCHA_PROVIDER: 'off',
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
       FEEDBACK_OUTBOX_WORKER: 'false',

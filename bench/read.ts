@@ -211,6 +211,7 @@ async function main() {
       ADMIN_JWT_SECRET: adminSecret,
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
+      RATE_LIMIT_INGEST_PER_15MIN: '1000000000',
       RATE_LIMIT_FEEDBACK_PER_15MIN: '1000000000',
       SMTP_URL: `smtp://127.0.0.1:${stack.mail.smtpPort}`,
       FEEDBACK_NOTIFY_EMAILS: 'ops@example.test',

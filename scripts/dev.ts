@@ -47,7 +47,8 @@ export async function devSecrets(): Promise<DevSecrets> {
 }
 
 async function main() {
-  const env: NodeJS.ProcessEnv = { ...process.env };
+  // Unset NODE_ENV means production (src/config.ts); this command is for development.
+  const env: NodeJS.ProcessEnv = { NODE_ENV: 'development', ...process.env };
   let stack: Stack | undefined;
   const status: [string, string][] = [];
 

@@ -36,6 +36,18 @@ export interface AppOptions {
   logSink?: LogSink;
 }
 
+/**
+ * TRUST_PROXY as Fastify's trustProxy. Fastify now ignores a bare hop count
+ * (it cannot vouch for the immediate peer), so a count becomes the classic
+ * rule "the nearest `hops` addresses are proxies": right only when the app is
+ * reachable through the proxy alone; otherwise configure the proxies'
+ * addresses (README, Configuration).
+ */
+export function trustProxyOption(setting: Config['TRUST_PROXY']): FastifyServerOptions['trustProxy'] {
+  if (typeof setting === 'number') return (_address: string, hop: number) => hop < setting;
+  return setting;
+}
+
 /** Fastify's own options for the app: logger, request ids, body limit, proxies. */
 export function serverOptions(config: Config, logger?: FastifyServerOptions['logger'], logSink?: LogSink) {
   return {
@@ -44,7 +56,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     // plugins/request-log.ts writes the one `http` line per request.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
-    trustProxy: config.TRUST_PROXY,
+    trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
     // path parameters) get the same envelope as every other error.

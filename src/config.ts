@@ -1,4 +1,6 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
+import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Nothing else in
 // the code reads process.env; tests build a Config object directly.
@@ -16,27 +18,74 @@ const emailList = (value: string) =>
     .map((email) => email.trim())
     .filter((email) => email !== '');
 
+// proxy-addr's names for ranges, as Fastify's trustProxy accepts them.
+const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** An IP address, a CIDR range (address/prefix) or a named range. */
+function isProxyAddress(entry: string): boolean {
+  if (NAMED_RANGES.has(entry)) return true;
+  const [address, prefix, ...rest] = entry.split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
+}
+
 export const ConfigSchema = z.object({
-  NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+  // Unset means production: HSTS, Secure cookies and the secret checks of
+  // config-production.ts. `npm run dev` and the tests say otherwise explicitly.
+  NODE_ENV: z.enum(['development', 'test', 'production']).default('production'),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().default('127.0.0.1'),
   LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'debug', 'silent']).default('http'),
+  // Which X-Forwarded-For entries to believe (Fastify's trustProxy): false,
+  // a hop count, or the proxies' addresses / CIDR ranges. `true` would
+  // believe every entry, so a client could pick its own IP; it is refused.
   TRUST_PROXY: z
     .string()
     .default('false')
-    .transform((value) => value === 'true' || value === '1'),
+    .transform((value, context) => {
+      const trimmed = value.trim();
+      if (trimmed === '' || trimmed === 'false' || trimmed === '0') return false as const;
+      if (/^\d+$/.test(trimmed)) return Number(trimmed);
+      const entries = trimmed.split(',').map((entry) => entry.trim()).filter(Boolean);
+      const bad = entries.filter((entry) => !isProxyAddress(entry));
+      if (trimmed === 'true' || bad.length > 0 || entries.length === 0) {
+        context.addIssue({
+          code: 'custom',
+          message:
+            trimmed === 'true'
+              ? 'true would trust every X-Forwarded-For entry; give the number of proxies (e.g. 1) or their addresses / CIDR ranges'
+              : `not a hop count or proxy addresses: ${bad.join(', ')}`,
+        });
+        return z.NEVER;
+      }
+      return entries;
+    }),
 
   CORS_ORIGIN: z.url().default('http://localhost:5173'),
   FRONTEND_URL: optionalString.pipe(z.url().optional()),
 
   DATABASE_URL: z.string().min(1),
   DATABASE_POOL_MAX: positiveInt(10),
+  // Past either deadline the caller gets 503 instead of waiting behind a slow
+  // query or a held lock (plugins/db.ts).
+  DATABASE_STATEMENT_TIMEOUT_MS: positiveInt(5_000),
+  DATABASE_ACQUIRE_TIMEOUT_MS: positiveInt(5_000),
 
   SUPABASE_URL: optionalString.pipe(z.url().optional()),
   SUPABASE_ANON_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
   SUPABASE_JWT_SECRET: optionalString,
-  ADMIN_JWT_SECRET: optionalString,
+  // HS256 keys shorter than the hash output are guessable offline from one token.
+  ADMIN_JWT_SECRET: optionalString.pipe(
+    z
+      .string()
+      .refine((value) => Buffer.byteLength(value, 'utf8') >= 32, 'must be at least 32 bytes')
+      .optional(),
+  ),
+  // `off` refuses every legacy admin token (SPEC 5.5), whatever ADMIN_JWT_SECRET says.
+  LEGACY_ADMIN_TOKEN: optionalString.pipe(z.enum(['on', 'off']).default('on')),
   AUTH_TIMEOUT_MS: positiveInt(10_000),
   AUTH_LINK_PROVIDERS: z
     .string()
@@ -49,6 +98,10 @@ export const ConfigSchema = z.object({
   RATE_LIMIT_RESET_PER_MIN: positiveInt(5),
   RATE_LIMIT_FEEDBACK_PER_15MIN: positiveInt(5),
   RATE_LIMIT_GENERAL_PER_15MIN: positiveInt(100),
+  // Analytics events (POST /api/analytics) have a budget of their own: a page
+  // view is not an API call, and one visitor reading 100 pages, or an office
+  // behind one NAT, must not be refused nor spend the general budget.
+  RATE_LIMIT_INGEST_PER_15MIN: positiveInt(1_000),
 
   // Administration: Prometheus text at GET /metrics only when a token is set;
   // stored log entries older than the retention are pruned.
@@ -57,7 +110,8 @@ export const ConfigSchema = z.object({
 
   // Feedback (docs/feedback.md): bot check on submission, the notification
   // e-mail (Resend when a key is set, else SMTP) and its outbox worker.
-  CAPTCHA_PROVIDER: optionalString.pipe(z.enum(['turnstile', 'hcaptcha']).default('turnstile')),
+  // `off` switches the bot check off by name (production refuses to run without a secret otherwise).
+  CAPTCHA_PROVIDER: optionalString.pipe(z.enum(['turnstile', 'hcaptcha', 'off']).default('turnstile')),
   CAPTCHA_SECRET: optionalString,
   CAPTCHA_VERIFY_URL: optionalString.pipe(z.url().optional()),
   RESEND_API_KEY: optionalString,
@@ -106,6 +160,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     });
     throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   }
+  const problems = productionProblems(result.data);
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
   return result.data;
 }
 

@@ -4,19 +4,24 @@ import { ConfigError, parseConfig } from './config.ts';
 // The process: configuration, listening, and a graceful close on SIGINT or
 // SIGTERM (stop accepting, finish requests in flight, flush, close pools).
 
+/** A configuration problem ends the start with its one line, never a stack trace. */
+function exitOnConfigError(error: unknown): never {
+  if (error instanceof ConfigError) {
+    console.error(error.message);
+    process.exit(1);
+  }
+  throw error;
+}
+
 async function main() {
   let config;
   try {
     config = parseConfig(process.env);
   } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(error.message);
-      process.exit(1);
-    }
-    throw error;
+    exitOnConfigError(error);
   }
 
-  const app = await buildApp({ config });
+  const app = await buildApp({ config }).catch(exitOnConfigError);
 
   let closing = false;
   const close = async (signal: string) => {

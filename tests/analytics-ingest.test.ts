@@ -248,8 +248,8 @@ describe('group commit: batches and their failures', () => {
     expect((await storedIds(acknowledged)).size).toBe(acknowledged.length);
   });
 
-  it('ingestion draws on the general rate limit', async () => {
-    const app = await buildTestApp({ RATE_LIMIT_GENERAL_PER_15MIN: '3' });
+  it('ingestion draws on its own rate limit', async () => {
+    const app = await buildTestApp({ RATE_LIMIT_INGEST_PER_15MIN: '3' });
     try {
       const site = await createWebsite(app, 'Rate limited');
       const statuses = [];

@@ -30,7 +30,7 @@ describe('configuration', () => {
   });
 
   it('applies the documented defaults', () => {
-    const config = parseConfig({ DATABASE_URL: 'postgres://localhost/x' });
+    const config = parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://localhost/x' });
     expect(config).toMatchObject({
       PORT: 3000,
       CORS_ORIGIN: 'http://localhost:5173',
@@ -54,6 +54,7 @@ describe('graceful shutdown', () => {
   it('SIGTERM finishes the request in flight, then exits 0', async () => {
     const port = 40_000 + Math.floor(Math.random() * 10_000);
     const server = startServer({
+      NODE_ENV: 'development',
       DATABASE_URL: inject('stack').databaseUrl,
       PORT: String(port),
       LOG_LEVEL: 'info',

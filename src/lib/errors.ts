@@ -39,6 +39,10 @@ export function fromPostgresError(error: unknown): AppError | undefined {
       return badRequest('Invalid value');
     case '42501':
       return forbidden();
+    case '57014': // statement_timeout (or a cancelled query): the database is busy, not broken
+    case '55P03': // lock_not_available
+    case 'ACQUIRE_TIMEOUT': // no pooled connection in time (plugins/db.ts)
+      return serviceUnavailable('Database busy; try again shortly');
     case '57P01': // admin_shutdown: the connection was terminated
     case '57P02':
     case '57P03':

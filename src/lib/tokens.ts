@@ -6,6 +6,8 @@ import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, type JWTPayload, 
 // algorithm not listed.
 
 export const LEGACY_ADMIN_TOKEN_TTL = '24h';
+/** SPEC 5.5: the legacy token lives 24 hours; a longer-lived one is refused. */
+export const LEGACY_ADMIN_TOKEN_MAX_LIFETIME_S = 24 * 3600;
 const CLOCK_TOLERANCE_S = 5;
 const ASYMMETRIC = ['ES256', 'RS256', 'EdDSA'] as const;
 
@@ -67,8 +69,14 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
     const { payload } = await jwtVerify(token, adminKey, {
       algorithms: ['HS256'],
       clockTolerance: CLOCK_TOLERANCE_S,
-      requiredClaims: ['exp'],
+      // jose checks that iat is a number and not in the future (beyond the tolerance).
+      requiredClaims: ['exp', 'iat'],
+      maxTokenAge: LEGACY_ADMIN_TOKEN_MAX_LIFETIME_S,
     });
+    // A token signed to live for years would stay an admin credential for years once leaked.
+    if ((payload.exp as number) - (payload.iat as number) > LEGACY_ADMIN_TOKEN_MAX_LIFETIME_S + CLOCK_TOLERANCE_S) {
+      throw new InvalidTokenError('legacy token lives longer than 24 hours');
+    }
     if (payload.admin !== true || typeof payload.userId !== 'string' || payload.userId === '') {
       throw new InvalidTokenError('legacy token does not carry admin: true and a userId');
     }

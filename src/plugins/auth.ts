@@ -74,7 +74,7 @@ export default fp<AuthPluginOptions>(
     const verify = createTokenVerifier({
       jwtSecret: config.SUPABASE_JWT_SECRET,
       supabaseUrl: config.SUPABASE_URL,
-      adminJwtSecret: config.ADMIN_JWT_SECRET,
+      adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
     const aliveUntil = new Map<string, number>();
 
@@ -84,14 +84,14 @@ export default fp<AuthPluginOptions>(
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
     async function sessionState(userId: string, sessionId: string) {
       const cached = (aliveUntil.get(sessionId) ?? 0) > Date.now();
-      const [row] = await app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
+      const [row] = await app.db.bounded(app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
         select
           ${cached}::boolean or exists (
             select 1 from auth.sessions
              where id = ${sessionId}::uuid and user_id = ${userId}::uuid
                and (not_after is null or not_after > now())
           ) as active,
-          coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`;
+          coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`);
       if (row.active && !cached) aliveUntil.set(sessionId, Date.now() + sessionCacheMs);
       return row;
     }

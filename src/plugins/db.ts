@@ -17,36 +17,94 @@ export type DbActor =
   | { role: 'authenticated'; claims: Record<string, unknown> }
   | { role: 'service_role' };
 
+/** A request waited longer than the acquire deadline for a connection. */
+export class AcquireTimeoutError extends Error {
+  readonly code = 'ACQUIRE_TIMEOUT';
+}
+
 export interface Database {
   /** Elevated: bypasses the caller's rights. Name the operation that uses it. */
   sql: Sql;
   /** Runs `work` in one transaction as `actor`, under row-level security. */
   asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
+  /** An elevated query on a request's path, refused (and cancelled) when it has not answered by the acquire deadline. */
+  bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T>;
   /** Round-trip time of a trivial query, in milliseconds. */
   ping(timeoutMs?: number): Promise<number>;
   close(): Promise<void>;
 }
 
-export function createDatabase(url: string, options: { max?: number } = {}): Database {
+export interface DatabaseOptions {
+  max?: number;
+  /** Longest a statement may run (lock waits included) before Postgres cancels it. */
+  statementTimeoutMs?: number;
+  /** Longest a request waits for a pooled connection (postgres.js itself would wait forever). */
+  acquireTimeoutMs?: number;
+}
+
+export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
+  const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
+  const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
   const sql = postgres(url, {
     max: options.max ?? 10,
     idle_timeout: 30,
     connect_timeout: 5,
     onnotice: () => {},
-    connection: { application_name: 'portfolio-backend' },
+    // The session default, for the elevated paths; asActor sets it again per
+    // transaction because a role's own statement_timeout is not applied on SET ROLE.
+    connection: { application_name: 'portfolio-backend', statement_timeout: statementTimeoutMs },
   });
+  const statementTimeout = `${statementTimeoutMs}ms`;
 
   async function asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     const claims = JSON.stringify(actor.role === 'authenticated' ? actor.claims : { role: actor.role });
-    return (await sql.begin(async (tx) => {
+    let started = false;
+    let expired = false;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        if (started) return;
+        expired = true;
+        reject(new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`));
+      }, acquireTimeoutMs);
+    });
+    const transaction = sql.begin(async (tx) => {
+      started = true;
+      clearTimeout(timer);
+      // Its caller has had its 503 already: give the connection back at once.
+      if (expired) throw new AcquireTimeoutError('connection acquired after the deadline');
       // Not awaited on its own: postgres.js pipelines it with the first query
       // of `work`, which saves a round trip per request.
-      const setup = tx`select set_config('role', ${actor.role}, true), set_config('request.jwt.claims', ${claims}, true)`;
+      const setup = tx`select set_config('role', ${actor.role}, true), set_config('request.jwt.claims', ${claims}, true),
+                              set_config('statement_timeout', ${statementTimeout}, true)`;
       setup.catch(() => {});
       const result = await work(tx);
       await setup;
       return result;
-    })) as T;
+    });
+    transaction.catch(() => {});
+    try {
+      return (await Promise.race([transaction, deadline])) as T;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        // Takes a query that never started out of the queue; one already running gets a cancel request.
+        void Promise.resolve(query.cancel()).catch(() => {});
+        reject(new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`));
+      }, acquireTimeoutMs);
+    });
+    query.catch(() => {});
+    try {
+      return (await Promise.race([query, deadline])) as T;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   async function ping(timeoutMs = 2_000): Promise<number> {
@@ -63,7 +121,7 @@ export function createDatabase(url: string, options: { max?: number } = {}): Dat
     return performance.now() - started;
   }
 
-  return { sql, asActor, ping, close: () => sql.end({ timeout: 5 }) };
+  return { sql, asActor, bounded, ping, close: () => sql.end({ timeout: 5 }) };
 }
 
 declare module 'fastify' {
@@ -74,7 +132,11 @@ declare module 'fastify' {
 
 export default fp<{ config: Config }>(
   async function dbPlugin(app: FastifyInstance, { config }) {
-    const db = createDatabase(config.DATABASE_URL, { max: config.DATABASE_POOL_MAX });
+    const db = createDatabase(config.DATABASE_URL, {
+      max: config.DATABASE_POOL_MAX,
+      statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+      acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
+    });
     app.decorate('db', db);
     app.addHook('onClose', async () => db.close());
   },

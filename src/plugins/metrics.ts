@@ -155,7 +155,11 @@ export default fp<MetricsOptions>(
     if (token) {
       app.get('/metrics', { config: { rateLimit: false, metrics: false }, schema: { hide: true } }, async (request, reply) => {
         const given = bearerToken(request);
-        if (!given || !sameSecret(given, token)) throw unauthorized();
+        if (!given || !sameSecret(given, token)) {
+          // A scraper with the token is never limited; every wrong guess draws on the general budget.
+          await app.rateLimitGroups.general.call(app, request, reply, () => {});
+          throw unauthorized();
+        }
         return reply.type(registry.contentType).send(await registry.metrics());
       });
     }

@@ -21,6 +21,11 @@ export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>>
     RATE_LIMIT_RESET_PER_MIN: '10000',
     RATE_LIMIT_FEEDBACK_PER_15MIN: '10000',
     RATE_LIMIT_GENERAL_PER_15MIN: '10000',
+    RATE_LIMIT_INGEST_PER_15MIN: '100000',
+    // Production refuses to start without these (src/config-production.ts).
+    ...(overrides.NODE_ENV === 'production'
+      ? { ANALYTICS_SALT_SECRET: 'test-analytics-salt-secret-0123456789abcdef', CAPTCHA_PROVIDER: 'off' }
+      : {}),
     ...overrides,
   });
 }

@@ -111,6 +111,7 @@ export async function startServerProcess(databaseUrl: string, extraEnv: Record<s
       ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
       RATE_LIMIT_FEEDBACK_PER_15MIN: '1000000',
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000',
+      RATE_LIMIT_INGEST_PER_15MIN: '1000000',
       ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

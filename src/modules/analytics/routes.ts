@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { ConfigError, type Config } from '../../config.ts';
+import type { Config } from '../../config.ts';
 import { unauthorized } from '../../lib/errors.ts';
 import { jsonBodyParser } from '../../plugins/json-body.ts';
+import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { WEBSITE_READERS } from '../websites/permissions.ts';
 import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
@@ -34,10 +35,8 @@ declare module 'fastify' {
 }
 
 const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
-  if (!config.ANALYTICS_SALT_SECRET && config.NODE_ENV === 'production') {
-    throw new ConfigError('Invalid configuration: ANALYTICS_SALT_SECRET is missing (required in production)');
-  }
-  // Without a configured secret (development, tests) visitor ids hold for this process only.
+  // Production refuses to start without the secret (config-production.ts); in
+  // development and tests visitor ids hold for this process only.
   const saltSecret = config.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex');
 
   // Trackers on other origins send events with navigator.sendBeacon (or a
@@ -79,6 +78,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.post(
     '/',
     {
+      ...inRateLimitGroup(app, 'ingest'),
       bodyLimit: INGEST_BODY_LIMIT,
       onRequest: async (request) => app.analyticsBatcher.admit(request),
       onResponse: async (request) => app.analyticsBatcher.release(request),

@@ -21,8 +21,10 @@ export interface CaptchaVerifier {
 
 export function createCaptchaVerifier(config: Config): CaptchaVerifier {
   const secret = config.CAPTCHA_SECRET;
-  if (!secret) return { enabled: false, verify: async () => 'passed' };
-  const url = config.CAPTCHA_VERIFY_URL ?? SITEVERIFY_URLS[config.CAPTCHA_PROVIDER];
+  const provider = config.CAPTCHA_PROVIDER;
+  // Production refuses to start without a secret unless the provider is `off` (config-production.ts).
+  if (!secret || provider === 'off') return { enabled: false, verify: async () => 'passed' };
+  const url = config.CAPTCHA_VERIFY_URL ?? SITEVERIFY_URLS[provider];
 
   return {
     enabled: true,

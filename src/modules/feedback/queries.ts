@@ -32,7 +32,8 @@ interface FeedbackRow {
   status: FeedbackStatus;
   location: string | null;
   category: string | null;
-  screenshot: string | null;
+  screenshot_type: string | null;
+  screenshot_bytes: number | null;
   admin_notes: string | null;
   resolved_by: string | null;
   resolved_at: Date | null;
@@ -51,7 +52,11 @@ function toFeedback(row: FeedbackRow): Feedback {
     status: row.status,
     location: row.location,
     category: row.category,
-    screenshot: row.screenshot,
+    // A reference, never the data: one page of the list stays small (docs/feedback.md).
+    screenshot:
+      row.screenshot_bytes === null
+        ? null
+        : { url: `/api/feedback/${row.id}/screenshot`, type: row.screenshot_type ?? 'application/octet-stream', size: row.screenshot_bytes },
     adminNotes: row.admin_notes,
     resolvedBy: row.resolved_by,
     resolvedAt: row.resolved_at?.toISOString() ?? null,
@@ -87,13 +92,19 @@ export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<num
 /** A page of feedback, newest first (id breaks ties so pages never overlap). */
 export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { limit: number; offset: number }): Promise<Feedback[]> {
   const rows = await tx<FeedbackRow[]>`
-    select id, name, email, comment, rating, status, location, category, screenshot,
+    select id, name, email, comment, rating, status, location, category, screenshot_type, screenshot_bytes,
            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
       from public.feedback
       ${where(tx, filter)}
      order by created_at desc, id desc
      limit ${page.limit} offset ${page.offset}`;
   return rows.map(toFeedback);
+}
+
+/** One feedback item's screenshot data URL; undefined when the row is not visible, null when it has none. */
+export async function feedbackScreenshot(tx: Tx, id: string): Promise<string | null | undefined> {
+  const [row] = await tx<{ screenshot: string | null }[]>`select screenshot from public.feedback where id = ${id}`;
+  return row?.screenshot;
 }
 
 export interface TriageChange {

@@ -62,6 +62,28 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     });
   }
 
+  app.get(
+    '/api/feedback/:id/screenshot',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        tags: ['feedback'],
+        summary: 'The screenshot of one feedback item, as the image itself (admin)',
+        security: [{ bearer: [] }],
+        params: FeedbackIdParamsSchema,
+      },
+    },
+    async (request, reply) => {
+      const file = await feedback.screenshot(actorFor(request.caller), request.params.id);
+      // Uploaded bytes: nothing in them may run, and a type we do not serve as an image is a download.
+      reply
+        .header('content-security-policy', "default-src 'none'; sandbox")
+        .header('cache-control', 'private, no-store')
+        .header('content-disposition', file.image ? 'inline' : `attachment; filename="screenshot-${request.params.id}"`);
+      return reply.type(file.type).send(file.bytes);
+    },
+  );
+
   app.put(
     '/api/feedback/:id',
     {

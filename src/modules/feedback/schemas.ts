@@ -69,7 +69,8 @@ export const FeedbackSchema = z.object({
   status: FeedbackStatusSchema,
   location: z.string().nullable(),
   category: z.string().nullable(),
-  screenshot: z.string().nullable(),
+  // A reference to the screenshot (its own route serves the image), not the data URL.
+  screenshot: z.object({ url: z.string(), type: z.string(), size: z.number().int() }).nullable(),
   adminNotes: z.string().nullable(),
   resolvedBy: z.string().nullable(),
   resolvedAt: timestamp.nullable(),

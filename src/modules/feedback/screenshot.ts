@@ -34,3 +34,15 @@ export const SCREENSHOT_MESSAGES: Record<ScreenshotProblem, string> = {
   type: 'Screenshot must be a PNG, JPEG, GIF, WebP or AVIF image',
   size: 'Screenshot must be at most 5 MB',
 };
+
+/**
+ * A stored data URL as bytes to serve. Types outside SCREENSHOT_TYPES (a row
+ * written past the API, e.g. SVG) are served as an opaque download, never as
+ * something a browser would render as markup.
+ */
+export function screenshotFile(dataUrl: string): { type: string; image: boolean; bytes: Buffer } {
+  const comma = dataUrl.indexOf(',');
+  const type = /^data:([a-z]+\/[a-z0-9.+-]+);base64$/.exec(dataUrl.slice(0, comma))?.[1];
+  const image = type !== undefined && (SCREENSHOT_TYPES as readonly string[]).includes(type);
+  return { type: image ? type : 'application/octet-stream', image, bytes: Buffer.from(dataUrl.slice(comma + 1), 'base64') };
+}

@@ -3,7 +3,8 @@ import escapeHtml from 'escape-html';
 import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
-import { countFeedback, insertFeedback, listFeedback, updateFeedbackTriage } from './queries.ts';
+import { countFeedback, feedbackScreenshot, insertFeedback, listFeedback, updateFeedbackTriage } from './queries.ts';
+import { screenshotFile } from './screenshot.ts';
 import type { Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
 
 // Feedback operations. Submissions run as `anon` under row-level security;
@@ -66,6 +67,13 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
         const [total, data] = await Promise.all([countFeedback(tx, filter), listFeedback(tx, filter, query)]);
         return { data, total };
       });
+    },
+
+    /** One screenshot as bytes to serve; 404 when the feedback is not visible or has none. */
+    async screenshot(actor: DbActor, id: string) {
+      const dataUrl = await db.asActor(actor, (tx) => feedbackScreenshot(tx, id));
+      if (!dataUrl) throw notFound('Screenshot not found');
+      return screenshotFile(dataUrl);
     },
 
     async update(actor: DbActor, id: string, body: UpdateFeedbackBody, actingAdmin: string) {

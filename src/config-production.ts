@@ -1,0 +1,33 @@
+import type { Config } from './config.ts';
+
+// What production refuses to start without. A missing secret must never
+// switch a protection off silently: the operator either gives a strong
+// secret or turns the feature off by name (CAPTCHA_PROVIDER=off,
+// LEGACY_ADMIN_TOKEN=off). Development and tests keep their conveniences.
+
+const MIN_SECRET_BYTES = 32;
+
+const weak = (secret: string) => Buffer.byteLength(secret, 'utf8') < MIN_SECRET_BYTES;
+
+/** One phrase per problem, naming the variable, for parseConfig's single line. */
+export function productionProblems(config: Config): string[] {
+  if (config.NODE_ENV !== 'production') return [];
+  const problems: string[] = [];
+  if (config.CAPTCHA_PROVIDER !== 'off' && !config.CAPTCHA_SECRET) {
+    problems.push('CAPTCHA_SECRET is missing (required in production; CAPTCHA_PROVIDER=off runs without the bot check)');
+  }
+  if (config.LEGACY_ADMIN_TOKEN === 'on' && !config.ADMIN_JWT_SECRET) {
+    problems.push('ADMIN_JWT_SECRET is missing (required in production; LEGACY_ADMIN_TOKEN=off refuses legacy admin tokens)');
+  }
+  if (!config.ANALYTICS_SALT_SECRET) {
+    problems.push('ANALYTICS_SALT_SECRET is missing (required in production: visitor ids must not change on restart)');
+  }
+  if (config.SUPABASE_JWT_SECRET ? weak(config.SUPABASE_JWT_SECRET) : !config.SUPABASE_URL) {
+    problems.push(
+      config.SUPABASE_JWT_SECRET
+        ? `SUPABASE_JWT_SECRET is invalid (at least ${MIN_SECRET_BYTES} bytes in production)`
+        : 'SUPABASE_JWT_SECRET is missing (required in production unless SUPABASE_URL publishes the signing keys)',
+    );
+  }
+  return problems;
+}

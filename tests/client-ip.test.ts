@@ -1,0 +1,89 @@
+import type { FastifyInstance } from 'fastify';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../src/config.ts';
+import { buildTestApp } from './support/app.ts';
+
+// Which address is the client's. A client writes whatever it likes into
+// X-Forwarded-For; only the entries that trusted proxies appended are
+// believed, so nobody picks their own IP to escape the per-IP limits, the
+// captcha's remote IP or the visitor hash.
+
+const PROXY = '10.0.0.5';
+const CLIENT = '203.0.113.7';
+
+async function echoIp(app: FastifyInstance) {
+  app.get('/t/ip', async (request) => ({ ip: request.ip }));
+}
+
+const ipOf = async (app: FastifyInstance, remoteAddress: string, forwardedFor?: string) =>
+  (
+    await app.inject({ method: 'GET', url: '/t/ip', remoteAddress, headers: forwardedFor ? { 'x-forwarded-for': forwardedFor } : {} })
+  ).json().ip as string;
+
+describe('TRUST_PROXY', () => {
+  it('one reverse proxy (TRUST_PROXY=1): a forged X-Forwarded-For entry is not the client IP', async () => {
+    const app = await buildTestApp({ TRUST_PROXY: '1' }, echoIp);
+    try {
+      // The client sent "X-Forwarded-For: 1.2.3.4"; the proxy appended the address it saw.
+      expect(await ipOf(app, PROXY, `1.2.3.4, ${CLIENT}`)).toBe(CLIENT);
+      expect(await ipOf(app, PROXY, CLIENT)).toBe(CLIENT);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('proxy addresses / CIDR ranges: only a trusted peer is believed', async () => {
+    const app = await buildTestApp({ TRUST_PROXY: '10.0.0.0/8, 127.0.0.1' }, echoIp);
+    try {
+      expect(await ipOf(app, PROXY, `1.2.3.4, ${CLIENT}`)).toBe(CLIENT);
+      // A client connecting directly, not through the proxy, cannot claim anything.
+      expect(await ipOf(app, '198.51.100.3', `1.2.3.4, ${CLIENT}`)).toBe('198.51.100.3');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a CDN in front of the proxy: two hops, or the CDN ranges plus the proxy', async () => {
+    const cdnEdge = '173.245.48.10';
+    for (const setting of ['2', '10.0.0.0/8,173.245.48.0/20']) {
+      const app = await buildTestApp({ TRUST_PROXY: setting }, echoIp);
+      try {
+        // client → CDN (appends the client) → proxy (appends the CDN edge) → app.
+        expect(await ipOf(app, PROXY, `1.2.3.4, ${CLIENT}, ${cdnEdge}`), setting).toBe(CLIENT);
+      } finally {
+        await app.close();
+      }
+    }
+  });
+
+  it('rotating forged X-Forwarded-For values does not escape the general limit', async () => {
+    const app = await buildTestApp({ TRUST_PROXY: '1', RATE_LIMIT_GENERAL_PER_15MIN: '100' }, echoIp);
+    try {
+      const codes: number[] = [];
+      for (let i = 0; i <= 100; i += 1) {
+        const forged = `192.0.2.${i % 250}`;
+        const response = await app.inject({ method: 'GET', url: '/t/ip', remoteAddress: PROXY, headers: { 'x-forwarded-for': `${forged}, ${CLIENT}` } });
+        codes.push(response.statusCode);
+      }
+      expect(codes.slice(0, 100).every((code) => code === 200)).toBe(true);
+      expect(codes[100]).toBe(429);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('TRUST_PROXY=true (trust every hop) is refused at start-up with one line', () => {
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'true' })).toThrow(ConfigError);
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'true' })).toThrow(/^Invalid configuration: TRUST_PROXY is invalid/);
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: '10.0.0.0/33' })).toThrow(/TRUST_PROXY is invalid/);
+    expect(() => parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'not-an-address' })).toThrow(/TRUST_PROXY is invalid/);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x' }).TRUST_PROXY).toBe(false);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'false' }).TRUST_PROXY).toBe(false);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: '2' }).TRUST_PROXY).toBe(2);
+    expect(parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', TRUST_PROXY: 'loopback, 10.0.0.0/8,::1' }).TRUST_PROXY).toEqual([
+      'loopback',
+      '10.0.0.0/8',
+      '::1',
+    ]);
+  });
+});

@@ -1,0 +1,96 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { legacyAdmin } from './support/admin-auth.ts';
+import { testSql } from './support/db.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
+
+// A held lock must not stall the API: a statement that waits longer than
+// DATABASE_STATEMENT_TIMEOUT_MS, and a request that waits longer than
+// DATABASE_ACQUIRE_TIMEOUT_MS for a connection, get 503 in the envelope, and
+// the same app serves normally once the lock is gone.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+/** Holds ACCESS EXCLUSIVE on public.feedback until `release` is called. */
+async function holdFeedbackLock() {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((resolve) => (locked = resolve));
+  const holder = sql.begin(async (tx) => {
+    await tx`lock table public.feedback in access exclusive mode`;
+    locked();
+    await released;
+  });
+  await isLocked;
+  // Let go after 6 s whatever happens, so a stalled request fails the test instead of hanging it.
+  const failsafe = setTimeout(release, 6_000);
+  return {
+    release: async () => {
+      clearTimeout(failsafe);
+      release();
+      await holder;
+    },
+  };
+}
+
+/** Backends of this database waiting on a lock (the parked requests). */
+async function waitingOnLocks(): Promise<number> {
+  const [row] = await sql<{ n: number }[]>`
+    select count(*)::int as n from pg_stat_activity
+     where datname = current_database() and wait_event_type = 'Lock' and application_name = 'portfolio-backend'`;
+  return row.n;
+}
+
+const expect503 = (response: { statusCode: number; json(): unknown }) => {
+  expect(response.statusCode).toBe(503);
+  expect(response.json()).toEqual({ success: false, error: expect.any(String), statusCode: 503, requestId: expect.any(String) });
+};
+
+describe('database timeouts under a held lock', () => {
+  it('a query stuck behind a lock ends with 503 after the statement timeout; the app recovers', async () => {
+    const app: FastifyInstance = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '500' });
+    const headers = await legacyAdmin();
+    const lock = await holdFeedbackLock();
+    try {
+      const started = performance.now();
+      const stuck = await app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers });
+      const elapsed = performance.now() - started;
+      await lock.release();
+      expect503(stuck);
+      expect(elapsed).toBeLessThan(3_000);
+      expect((await app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers })).statusCode).toBe(200);
+    } finally {
+      await lock.release().catch(() => {});
+      await app.close();
+    }
+  });
+
+  it('with every connection parked on the lock, a new request gets 503 after the acquire deadline; the app recovers', async () => {
+    const app: FastifyInstance = await buildTestApp({
+      DATABASE_POOL_MAX: '2',
+      DATABASE_ACQUIRE_TIMEOUT_MS: '400',
+      DATABASE_STATEMENT_TIMEOUT_MS: '20000',
+    });
+    const headers = await legacyAdmin();
+    const lock = await holdFeedbackLock();
+    try {
+      // Two admin lists take both connections and wait on the lock.
+      const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
+      await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+      const started = performance.now();
+      const starved = await app.inject({ method: 'GET', url: '/api/websites', headers });
+      const elapsed = performance.now() - started;
+      await lock.release();
+      expect503(starved);
+      expect(elapsed).toBeLessThan(3_000);
+      for (const response of await Promise.all(parked)) expect(response.statusCode).toBe(200);
+      expect((await app.inject({ method: 'GET', url: '/api/websites', headers })).statusCode).toBe(200);
+    } finally {
+      await lock.release().catch(() => {});
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,57 @@
+import type { FastifyInstance } from 'fastify';
+import { SignJWT } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../src/config.ts';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
+
+// The legacy admin token (SPEC 5.5) lives 24 hours. A token signed with the
+// right secret but without `iat`, or living longer, is refused: a leaked
+// long-lived token must not stay an admin credential for years.
+
+const encoder = new TextEncoder();
+const now = () => Math.floor(Date.now() / 1000);
+const HOUR = 3600;
+
+function sign(claims: Record<string, unknown>) {
+  return new SignJWT(claims).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(encoder.encode(TEST_ADMIN_JWT_SECRET));
+}
+
+describe('legacy admin token lifetime', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp();
+  });
+  afterAll(async () => app?.close());
+
+  const list = (token: string) =>
+    app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers: { authorization: `Bearer ${token}` } });
+
+  it('refuses tokens without iat, living longer than 24 h, or issued in the future', async () => {
+    const base = { admin: true, userId: 'ops' };
+    const refused: Record<string, string> = {
+      'no iat': await sign({ ...base, exp: now() + HOUR }),
+      'ten years': await sign({ ...base, iat: now(), exp: now() + 10 * 365 * 24 * HOUR }),
+      '25 hours': await sign({ ...base, iat: now(), exp: now() + 25 * HOUR }),
+      'iat in the future': await sign({ ...base, iat: now() + 2 * HOUR, exp: now() + 3 * HOUR }),
+      'iat not a number': await sign({ ...base, iat: 'yesterday', exp: now() + HOUR }),
+    };
+    for (const [label, token] of Object.entries(refused)) {
+      const response = await list(token);
+      expect(response.statusCode, label).toBe(401);
+      expect(response.json(), label).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+    }
+  });
+
+  it('accepts a 24 h token, and one issued 23 h ago', async () => {
+    expect((await list(await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops'))).statusCode).toBe(200);
+    expect((await list(await sign({ admin: true, userId: 'ops', iat: now() - 23 * HOUR, exp: now() + HOUR }))).statusCode).toBe(200);
+  });
+
+  it('refuses an ADMIN_JWT_SECRET shorter than 32 bytes at start-up, with one line', () => {
+    const env = { NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', ADMIN_JWT_SECRET: 'short-secret-31-bytes-xxxxxxxxx' };
+    expect(() => parseConfig(env)).toThrow(ConfigError);
+    expect(() => parseConfig(env)).toThrow(/^Invalid configuration: ADMIN_JWT_SECRET is invalid \([^\n]*32 bytes[^\n]*\)$/);
+    expect(parseConfig({ ...env, ADMIN_JWT_SECRET: 'x'.repeat(32) }).ADMIN_JWT_SECRET).toBe('x'.repeat(32));
+  });
+});

@@ -1,0 +1,116 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { describe, expect, inject, it } from 'vitest';
+import { ConfigError, parseConfig } from '../src/config.ts';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+
+// Production is the default, and it refuses to start on a missing or weak
+// secret unless the operator turns the feature off by name: a forgotten
+// CAPTCHA_SECRET must not switch the bot check off silently.
+
+const SERVER = path.resolve(import.meta.dirname, '../src/server.ts');
+const SECRETS = {
+  SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
+  ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
+  ANALYTICS_SALT_SECRET: 'analytics-salt-secret-0123456789abcdef-0123',
+  CAPTCHA_SECRET: '0x4AAAAAAAtest-captcha-secret',
+};
+
+function startServer(env: Record<string, string>) {
+  const child = spawn(process.execPath, [SERVER], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, exited, output: () => output };
+}
+
+/** The exit code, or 'running' when the process is still up after `ms` (then it is stopped). */
+async function exitWithin(server: ReturnType<typeof startServer>, ms: number) {
+  const timer = new Promise<'running'>((resolve) => setTimeout(() => resolve('running'), ms));
+  const outcome = await Promise.race([server.exited, timer]);
+  if (outcome === 'running') {
+    server.child.kill('SIGKILL');
+    await server.exited;
+  }
+  return outcome;
+}
+
+describe('production configuration', () => {
+  it('NODE_ENV unset is production, which names every missing secret on one line', () => {
+    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x' })).toThrow(ConfigError);
+    let message = '';
+    try {
+      parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x' });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message.split('\n')).toHaveLength(1);
+    for (const name of ['CAPTCHA_SECRET', 'ADMIN_JWT_SECRET', 'ANALYTICS_SALT_SECRET', 'SUPABASE_JWT_SECRET']) {
+      expect(message).toContain(`${name} is missing`);
+    }
+    expect(parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...SECRETS }).NODE_ENV).toBe('production');
+  });
+
+  it('a weak project JWT secret is refused in production', () => {
+    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...SECRETS, SUPABASE_JWT_SECRET: 'short' })).toThrow(
+      /SUPABASE_JWT_SECRET is invalid/,
+    );
+  });
+
+  it('features without a secret are turned off by name: CAPTCHA_PROVIDER=off, LEGACY_ADMIN_TOKEN=off', () => {
+    const { CAPTCHA_SECRET: _captcha, ADMIN_JWT_SECRET: _admin, ...rest } = SECRETS;
+    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...rest })).toThrow(/CAPTCHA_SECRET is missing.*ADMIN_JWT_SECRET is missing/);
+    const config = parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...rest, CAPTCHA_PROVIDER: 'off', LEGACY_ADMIN_TOKEN: 'off' });
+    expect(config).toMatchObject({ NODE_ENV: 'production', CAPTCHA_PROVIDER: 'off', LEGACY_ADMIN_TOKEN: 'off' });
+  });
+
+  it('LEGACY_ADMIN_TOKEN=off refuses legacy tokens even with a secret set', async () => {
+    const app: FastifyInstance = await buildTestApp({ LEGACY_ADMIN_TOKEN: 'off' });
+    try {
+      const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops');
+      const response = await app.inject({ method: 'GET', url: '/api/feedback/get-feedback', headers: { authorization: `Bearer ${token}` } });
+      expect(response.statusCode).toBe(401);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('npm start without NODE_ENV and without secrets stops with one config line, exit code 1', async () => {
+    const server = startServer({ DATABASE_URL: inject('stack').databaseUrl, PORT: '0' });
+    expect(await exitWithin(server, 8_000)).toBe(1);
+    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: .*CAPTCHA_SECRET is missing/)]);
+  });
+
+  it('production without ANALYTICS_SALT_SECRET stops with one config line, not a stack trace', async () => {
+    const { ANALYTICS_SALT_SECRET: _salt, ...rest } = SECRETS;
+    const server = startServer({ NODE_ENV: 'production', DATABASE_URL: inject('stack').databaseUrl, PORT: '0', ...rest });
+    expect(await exitWithin(server, 8_000)).toBe(1);
+    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: ANALYTICS_SALT_SECRET is missing/)]);
+  });
+
+  it('npm start without NODE_ENV but with every secret runs as production: HSTS on', async () => {
+    const port = 41_000 + Math.floor(Math.random() * 9_000);
+    const server = startServer({
+      DATABASE_URL: inject('stack').databaseUrl,
+      PORT: String(port),
+      LOG_LEVEL: 'error',
+      FEEDBACK_OUTBOX_WORKER: 'false',
+      ...SECRETS,
+    });
+    try {
+      let response: Response | undefined;
+      for (let attempt = 0; attempt < 150 && !response; attempt += 1) {
+        response = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
+        if (!response) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(response?.status, server.output()).toBe(200);
+      expect(response?.headers.get('strict-transport-security')).toMatch(/max-age=\d+/);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
+  });
+});
