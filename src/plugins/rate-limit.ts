@@ -64,7 +64,8 @@ export default fp<RateLimitOptions & { config: Config }>(
       skipOnError: true,
       keyGenerator: (request: FastifyRequest) => `general:${request.ip}`,
       errorResponseBuilder: (_request, context) => new RateLimitError(Math.max(1, Math.ceil(context.ttl / 1000))),
-      onExceeded: (request) => request.log.warn({ ip: request.ip, url: request.url }, 'rate limit exceeded'),
+      // Output only: the 429 itself is counted with the other refusals (plugins/refusal-log.ts).
+      onExceeded: (request) => request.log.warn({ ip: request.ip, url: request.url, persist: false }, 'rate limit exceeded'),
     });
 
     const limiter = (name: RateLimitGroup | 'general', max: number, timeWindow: number) =>
