@@ -4,6 +4,7 @@ import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import { RateLimitError } from '../lib/errors.ts';
 import { fallbackStoreClass } from '../lib/fallback-rate-store.ts';
+import { redactUrl } from '../lib/redact.ts';
 import type { Config } from '../config.ts';
 
 // SPEC section 8. Every route gets the general budget unless it names a
@@ -91,7 +92,7 @@ export default fp<RateLimitOptions & { config: Config }>(
       keyGenerator: (request: FastifyRequest) => `general:${request.ip}`,
       errorResponseBuilder: (_request, context) => new RateLimitError(Math.max(1, Math.ceil(context.ttl / 1000))),
       // Output only: the 429 itself is counted with the other refusals (plugins/refusal-log.ts).
-      onExceeded: (request) => request.log.warn({ ip: request.ip, url: request.url, persist: false }, 'rate limit exceeded'),
+      onExceeded: (request) => request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded'),
     });
 
     const limiter = (name: RateLimitGroup | 'general', max: number, timeWindow: number) =>
