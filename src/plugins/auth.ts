@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fast
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
-import { createTokenVerifier, InvalidTokenError, type SupabaseClaims } from '../lib/tokens.ts';
+import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
 import type { DbActor } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
@@ -91,6 +91,10 @@ export default fp<AuthPluginOptions>(
         if (error instanceof InvalidTokenError) {
           request.log.debug({ reason: error.message }, 'token refused');
           throw unauthorized();
+        }
+        if (error instanceof KeySourceUnavailableError) {
+          request.log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
+          throw serviceUnavailable('Authentication service unavailable');
         }
         throw error;
       }
