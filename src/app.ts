@@ -23,6 +23,7 @@ import jsonBodyPlugin from './plugins/json-body.ts';
 import metricsPlugin from './plugins/metrics.ts';
 import openApiPlugin from './plugins/openapi.ts';
 import rateLimitPlugin, { type RateLimitOptions } from './plugins/rate-limit.ts';
+import refusalLogPlugin from './plugins/refusal-log.ts';
 import requestLogPlugin, { requestIdFor } from './plugins/request-log.ts';
 import securityPlugin from './plugins/security.ts';
 import supabasePlugin from './plugins/supabase.ts';
@@ -80,6 +81,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(securityPlugin, { config });
   await fastify.register(dbPlugin, { config });
   await fastify.register(appLogsPlugin, { config, sink: logSink });
+  await fastify.register(refusalLogPlugin);
   await fastify.register(authPlugin, { config });
   await fastify.register(supabasePlugin, { config });
   await fastify.register(rateLimitPlugin, { config, ...rateLimit });

@@ -94,6 +94,8 @@ export const ConfigSchema = z.object({
 
   REDIS_URL: optionalString,
   RATE_LIMIT_REDIS_PREFIX: z.string().min(1).default('portfolio-rate-limit:'),
+  // Longest wait for Redis on one command; past it the request is counted in the process.
+  REDIS_COMMAND_TIMEOUT_MS: positiveInt(250),
   RATE_LIMIT_AUTH_PER_MIN: positiveInt(10),
   RATE_LIMIT_RESET_PER_MIN: positiveInt(5),
   RATE_LIMIT_FEEDBACK_PER_15MIN: positiveInt(5),

@@ -13,6 +13,19 @@ const ASYMMETRIC = ['ES256', 'RS256', 'EdDSA'] as const;
 
 export class InvalidTokenError extends Error {}
 
+/** The auth server's JWKS could not be fetched: nothing is known about the token (503, not 401). */
+export class KeySourceUnavailableError extends Error {}
+
+// jose's codes for a JWKS that could not be had, as opposed to a token that failed against it.
+const KEY_SOURCE_FAILURES = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JWKS_INVALID', 'ERR_JOSE_GENERIC']);
+
+function isKeySourceFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  // No jose code at all: the fetch itself failed (connection refused, reset, aborted).
+  if (typeof code !== 'string' || !code.startsWith('ERR_J')) return true;
+  return KEY_SOURCE_FAILURES.has(code);
+}
+
 export interface SupabaseClaims extends JWTPayload {
   sub: string;
   role?: string;
@@ -59,7 +72,12 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       return (await jwtVerify(token, hsKey, { ...common, algorithms: ['HS256'] })).payload as SupabaseClaims;
     }
     if ((ASYMMETRIC as readonly string[]).includes(alg) && jwks) {
-      return (await jwtVerify(token, jwks, { ...common, algorithms: [...ASYMMETRIC] })).payload as SupabaseClaims;
+      try {
+        return (await jwtVerify(token, jwks, { ...common, algorithms: [...ASYMMETRIC] })).payload as SupabaseClaims;
+      } catch (error) {
+        if (isKeySourceFailure(error)) throw new KeySourceUnavailableError((error as Error).message);
+        throw error;
+      }
     }
     throw new InvalidTokenError(`algorithm ${alg} is not accepted`);
   }
@@ -100,7 +118,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       }
       return { kind: 'supabase', claims: await verifySupabase(token, alg) };
     } catch (error) {
-      if (error instanceof InvalidTokenError) throw error;
+      if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
       throw new InvalidTokenError((error as Error).message);
     }
   };

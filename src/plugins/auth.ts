@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fast
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
-import { createTokenVerifier, InvalidTokenError, type SupabaseClaims } from '../lib/tokens.ts';
+import { ExpiringKeys } from '../lib/expiring-keys.ts';
+import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
 import type { DbActor } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
@@ -67,23 +68,26 @@ export interface AuthPluginOptions {
   config: Config;
   /** How long a session found alive is trusted before asking the database again. */
   sessionCacheMs?: number;
+  /** Most sessions remembered as alive at once. */
+  sessionCacheMax?: number;
 }
 
 export default fp<AuthPluginOptions>(
-  async function authPlugin(app: FastifyInstance, { config, sessionCacheMs = 5_000 }) {
+  async function authPlugin(app: FastifyInstance, { config, sessionCacheMs = 5_000, sessionCacheMax = 10_000 }) {
     const verify = createTokenVerifier({
       jwtSecret: config.SUPABASE_JWT_SECRET,
       supabaseUrl: config.SUPABASE_URL,
       adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
-    const aliveUntil = new Map<string, number>();
+    // Bounded: a flood of distinct valid sessions cannot grow it without end.
+    const seenAlive = new ExpiringKeys(sessionCacheMax);
 
     app.decorateRequest('caller', null);
-    app.decorate('forgetSession', (sessionId: string) => void aliveUntil.delete(sessionId));
+    app.decorate('forgetSession', (sessionId: string) => seenAlive.delete(sessionId));
 
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
     async function sessionState(userId: string, sessionId: string) {
-      const cached = (aliveUntil.get(sessionId) ?? 0) > Date.now();
+      const cached = seenAlive.has(sessionId);
       const [row] = await app.db.bounded(app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
         select
           ${cached}::boolean or exists (
@@ -92,7 +96,7 @@ export default fp<AuthPluginOptions>(
                and (not_after is null or not_after > now())
           ) as active,
           coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`);
-      if (row.active && !cached) aliveUntil.set(sessionId, Date.now() + sessionCacheMs);
+      if (row.active && !cached) seenAlive.add(sessionId, sessionCacheMs);
       return row;
     }
 
@@ -107,6 +111,10 @@ export default fp<AuthPluginOptions>(
         if (error instanceof InvalidTokenError) {
           request.log.debug({ reason: error.message }, 'token refused');
           throw unauthorized();
+        }
+        if (error instanceof KeySourceUnavailableError) {
+          request.log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
+          throw serviceUnavailable('Authentication service unavailable');
         }
         throw error;
       }

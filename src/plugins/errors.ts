@@ -55,7 +55,8 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   const { statusCode, message, details } = describe(error);
   // request.log keeps the request id on the line.
   if (statusCode >= 500) request.log.error({ err: error }, 'request failed');
-  else request.log.warn({ statusCode, error: message }, 'request refused');
+  // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
+  else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
   return reply.status(statusCode).send({
     success: false,
     error: message,

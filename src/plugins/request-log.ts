@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { LogFn } from 'pino';
+import { redactUrl } from '../lib/redact.ts';
 
 declare module 'fastify' {
   interface FastifyBaseLogger {
@@ -29,7 +30,7 @@ export default fp(
       request.log.http(
         {
           method: request.method,
-          url: request.url,
+          url: redactUrl(request.url),
           route: request.routeOptions.url,
           statusCode: reply.statusCode,
           responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,

@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { actorFor } from '../../plugins/auth.ts';
 import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from './permissions.ts';
 import {
+  ApiKeyHeadersSchema,
   ApiKeyParamsSchema,
   CreatedWebsiteResponseSchema,
   CreateWebsiteBodySchema,
@@ -45,7 +47,29 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
     },
   );
 
-  // Public: the key in the path is the credential (general rate limit applies).
+  // Public: the key in the X-API-Key header is the credential (general rate limit applies).
+  app.get(
+    '/api-key',
+    {
+      schema: {
+        tags,
+        summary: 'The website an API key (X-API-Key) belongs to (without the key)',
+        headers: ApiKeyHeadersSchema,
+        security: [{ apiKey: [] }],
+        response: { 200: WebsiteResponseSchema },
+      },
+    },
+    async (request) => {
+      const apiKey = request.headers['x-api-key'];
+      if (!apiKey) throw unauthorized();
+      const website = await websites.findByApiKeyElevated(apiKey);
+      if (!website) throw websiteNotFound();
+      return { success: true as const, data: website };
+    },
+  );
+
+  // Public: the key in the path is the credential (general rate limit applies);
+  // log lines show the path with the key redacted (lib/redact.ts).
   app.get(
     '/api-key/:apiKey',
     {

@@ -60,6 +60,8 @@ export type UpdateWebsiteBody = z.infer<typeof UpdateWebsiteBodySchema>;
 export const WebsiteIdParamsSchema = z.object({ id: z.uuid({ error: 'Website id must be a UUID' }) });
 
 export const ApiKeyParamsSchema = z.object({ apiKey: z.string().min(1).max(200) });
+/** The key in a header keeps it out of URLs (and so out of access logs of proxies too). */
+export const ApiKeyHeadersSchema = z.object({ 'x-api-key': z.string().min(1).max(200).optional() });
 
 
 const timestamp = z.iso.datetime();

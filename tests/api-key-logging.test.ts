@@ -1,0 +1,56 @@
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app.ts';
+import { createWebsite } from './support/analytics.ts';
+import { testConfig } from './support/app.ts';
+
+// A website's API key is a credential: it must never reach a log line, also
+// when it travels in the path of GET /api/websites/api-key/:apiKey, and it
+// can be sent in the X-API-Key header instead.
+
+const lines: string[] = [];
+let app: FastifyInstance;
+
+beforeAll(async () => {
+  const capture = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  app = await buildApp(
+    { config: testConfig({ RATE_LIMIT_GENERAL_PER_15MIN: '3' }), rateLimit: { redisNamespace: `test-api-key-logs-${Date.now()}:` } },
+    { logger: { level: 'debug', customLevels: { http: 25 }, stream: capture } },
+  );
+});
+afterAll(async () => app?.close());
+
+describe('API keys in logs', () => {
+  it('the key in the path is redacted from every log line, 429s included', async () => {
+    const site = await createWebsite(app, 'Logged site');
+    const unknownKey = `unknown-${crypto.randomUUID()}`;
+    const remoteAddress = '192.0.2.201';
+    for (const key of [site.apiKey, unknownKey, site.apiKey, site.apiKey]) {
+      await app.inject({ method: 'GET', url: `/api/websites/api-key/${key}?x=1`, remoteAddress });
+    }
+    const all = lines.join('');
+    expect(all).toContain('/api/websites/api-key/[redacted]');
+    expect(all).toContain('rate limit exceeded');
+    expect(all).not.toContain(site.apiKey);
+    expect(all).not.toContain(unknownKey);
+  });
+
+  it('accepts the key in X-API-Key on GET /api/websites/api-key', async () => {
+    const site = await createWebsite(app, 'Header site');
+    const response = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': site.apiKey }, remoteAddress: '192.0.2.202' });
+    expect(response.statusCode).toBe(200);
+    expect(response.json().data.id).toBe(site.id);
+    const missing = await app.inject({ method: 'GET', url: '/api/websites/api-key', remoteAddress: '192.0.2.202' });
+    expect(missing.statusCode).toBe(401);
+    expect(missing.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+    const wrong = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': 'nope' }, remoteAddress: '192.0.2.203' });
+    expect(wrong.statusCode).toBe(404);
+    expect(lines.join('')).not.toContain(site.apiKey);
+  });
+});

@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
+import { buildApp } from '../src/app.ts';
+import { testConfig } from './support/app.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
+
+// A flood of refused requests must not push real errors out of app_logs:
+// refusals (4xx) are stored as counts per route, status and minute, never
+// one row per request, and a 429 is not stored twice.
+
+let database: { url: string; drop(): Promise<void> };
+let sql: postgres.Sql;
+
+beforeAll(async () => {
+  database = await createPrivateDatabase('logflood');
+  sql = postgres(database.url, { max: 2, onnotice: () => {} });
+});
+afterAll(async () => {
+  await sql?.end();
+  await database?.drop();
+});
+
+interface StoredRow {
+  level: string;
+  message: string;
+  context: { route?: string; statusCode?: number; count?: number; minute?: string };
+}
+
+describe('stored logs under a flood of refusals', () => {
+  it('450 refused requests become a handful of rows whose counts add up', async () => {
+    const app = await buildApp({ config: testConfig({ DATABASE_URL: database.url, RATE_LIMIT_GENERAL_PER_15MIN: '100' }) });
+    try {
+      for (let i = 0; i < 250; i += 1) await app.inject({ method: 'GET', url: '/api/auth/me', remoteAddress: '198.51.100.71' });
+      for (let i = 0; i < 150; i += 1) {
+        await app.inject({ method: 'GET', url: `/api/scan-${i}/wp-login.php`, remoteAddress: `198.51.100.${100 + (i % 2)}` });
+      }
+      for (let i = 0; i < 50; i += 1) {
+        await app.inject({ method: 'POST', url: '/api/feedback', payload: { name: 'x' }, remoteAddress: '198.51.100.72' });
+      }
+    } finally {
+      // Closing stores whatever is still pending.
+      await app.close();
+    }
+    const rows = await sql<StoredRow[]>`select level::text, message, context from public.app_logs where source = 'server'`;
+    expect(rows.length, JSON.stringify(rows.slice(0, 3))).toBeLessThanOrEqual(12);
+    const counted = (route: string, statusCode: number) =>
+      rows.filter((row) => row.context.route === route && row.context.statusCode === statusCode).reduce((sum, row) => sum + (row.context.count ?? 0), 0);
+    expect(counted('GET /api/auth/me', 401)).toBe(100);
+    expect(counted('GET /api/auth/me', 429)).toBe(150);
+    // Unknown URLs share one key, so varying them cannot grow the table either.
+    expect(counted('(unknown route)', 404)).toBe(150);
+    expect(counted('POST /api/feedback', 400)).toBe(50);
+    for (const row of rows.filter((row) => row.context.route !== undefined)) expect(row.message).toBe('requests refused');
+    // Nothing else was stored per request.
+    expect(rows.filter((row) => row.context.route === undefined).map((row) => row.message)).not.toContain('request refused');
+  });
+});
