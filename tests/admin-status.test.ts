@@ -253,7 +253,8 @@ describe.runIf(auth)('/admin/status sign-in in Chromium with a real admin accoun
     await page.fill('#password', admin.password);
     await Promise.all([page.waitForEvent('load'), page.click('button[type=submit]')]);
     await expect.poll(() => page.textContent('#connection'), { timeout: 10_000 }).toBe('live');
-    expect(await page.textContent('#auth-status')).toBe('up');
+    // The health figures arrive with the stream's first snapshot, shortly after it connects.
+    await expect.poll(() => page.textContent('#auth-status'), { timeout: 10_000 }).toBe('up');
     const [cookie] = (await context.cookies()).filter((entry) => entry.name === SESSION_COOKIE);
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/admin/status' });
     await page.screenshot({ path: path.join(ARTIFACTS, 'admin-status-real-admin.png'), fullPage: true });
