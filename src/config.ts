@@ -109,6 +109,9 @@ export const ConfigSchema = z.object({
   // stored log entries older than the retention are pruned.
   METRICS_TOKEN: optionalString.pipe(z.string().min(16).optional()),
   LOG_RETENTION_DAYS: positiveInt(30),
+  // How often an open /admin/status stream checks that its admin is still
+  // signed in and still an admin (a stream otherwise outlives both).
+  ADMIN_STREAM_RECHECK_MS: positiveInt(30_000),
 
   // Feedback (docs/feedback.md): bot check on submission, the notification
   // e-mail (Resend when a key is set, else SMTP) and its outbox worker.

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../config.ts';
 import { LogSink, type ServerLogEntry } from '../lib/log-sink.ts';
+import { shutdownBudget } from '../lib/shutdown-budget.ts';
 import type { Sql } from './db.ts';
 
 // Stores the server's own log entries at warn and above. The logger writes
@@ -112,7 +113,11 @@ export default fp<AppLogsOptions>(
     app.addHook('onClose', async () => {
       clearInterval(flusher);
       clearInterval(pruner);
-      await flush();
+      // Bounded: a stuck insert must not hold the close past the process's deadline.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).flushMs)));
+      await Promise.race([flush(), late]);
+      clearTimeout(timer);
     });
   },
   { name: 'app-logs', dependencies: ['db', 'metrics'] },

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
@@ -27,6 +27,8 @@ declare module 'fastify' {
     requireUser: onRequestHookHandler;
     /** A signed-in user holding one of `roles`, or, where `roles` has admin, the legacy admin token. */
     requireRole(...roles: AppRole[]): onRequestHookHandler;
+    /** The caller a token stands for, or throws 401 / 503; `fresh` skips the session cache (long-lived streams re-check with it). */
+    callerFromToken(token: string, log: FastifyBaseLogger, options?: { fresh?: boolean }): Promise<Caller>;
     /** Forgets a cached session at once (this instance signed it out). */
     forgetSession(sessionId: string): void;
   }
@@ -100,48 +102,45 @@ export default fp<AuthPluginOptions>(
       return row;
     }
 
-    async function authenticate(request: FastifyRequest): Promise<Caller> {
-      if (request.caller) return request.caller;
-      const token = bearerToken(request);
-      if (!token) throw unauthorized();
+    /** The caller a token stands for, or 401 / 503. `fresh` asks the database even when the session was seen alive. */
+    async function callerFromToken(token: string, log: FastifyBaseLogger, { fresh = false } = {}): Promise<Caller> {
       let verified;
       try {
         verified = await verify(token);
       } catch (error) {
         if (error instanceof InvalidTokenError) {
-          request.log.debug({ reason: error.message }, 'token refused');
+          log.debug({ reason: error.message }, 'token refused');
           throw unauthorized();
         }
         if (error instanceof KeySourceUnavailableError) {
-          request.log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
+          log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
           throw serviceUnavailable('Authentication service unavailable');
         }
         throw error;
       }
-      if (verified.kind === 'legacy-admin') {
-        request.caller = { kind: 'legacy-admin', userId: verified.claims.userId, roles: ['admin'] };
-        return request.caller;
-      }
+      if (verified.kind === 'legacy-admin') return { kind: 'legacy-admin', userId: verified.claims.userId, roles: ['admin'] };
       const { claims } = verified;
+      if (fresh) seenAlive.delete(claims.session_id);
       let state;
       try {
         state = await sessionState(claims.sub, claims.session_id);
       } catch (error) {
-        request.log.error({ err: error }, 'session lookup failed');
+        log.error({ err: error }, 'session lookup failed');
         throw serviceUnavailable('Authentication service unavailable');
       }
       if (!state.active) throw unauthorized();
-      request.caller = {
-        kind: 'user',
-        userId: claims.sub,
-        email: claims.email,
-        sessionId: claims.session_id,
-        roles: state.roles,
-        claims,
-      };
+      return { kind: 'user', userId: claims.sub, email: claims.email, sessionId: claims.session_id, roles: state.roles, claims };
+    }
+
+    async function authenticate(request: FastifyRequest): Promise<Caller> {
+      if (request.caller) return request.caller;
+      const token = bearerToken(request);
+      if (!token) throw unauthorized();
+      request.caller = await callerFromToken(token, request.log);
       return request.caller;
     }
 
+    app.decorate('callerFromToken', callerFromToken);
     app.decorate('authenticate', authenticate);
 
     app.decorate('requireUser', async function requireUser(request: FastifyRequest) {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import postgres from 'postgres';
 import type { Config } from '../config.ts';
+import { shutdownBudget } from '../lib/shutdown-budget.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
 // under the caller's database role with its JWT claims set, so row-level
@@ -31,7 +32,8 @@ export interface Database {
   bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T>;
   /** Round-trip time of a trivial query, in milliseconds. */
   ping(timeoutMs?: number): Promise<number>;
-  close(): Promise<void>;
+  /** Ends the pool; queries still running get `timeoutMs` before their connections are closed. */
+  close(timeoutMs?: number): Promise<void>;
 }
 
 export interface DatabaseOptions {
@@ -121,7 +123,7 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
     return performance.now() - started;
   }
 
-  return { sql, asActor, bounded, ping, close: () => sql.end({ timeout: 5 }) };
+  return { sql, asActor, bounded, ping, close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }) };
 }
 
 declare module 'fastify' {
@@ -138,7 +140,7 @@ export default fp<{ config: Config }>(
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
     });
     app.decorate('db', db);
-    app.addHook('onClose', async () => db.close());
+    app.addHook('onClose', async () => db.close(shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).closeMs));
   },
   { name: 'db' },
 );

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
 import { serviceUnavailable } from '../../lib/errors.ts';
+import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError } from './group-commit.ts';
 import { type EventRow, insertEventBatchElevated } from './queries.ts';
 
@@ -71,8 +72,24 @@ export default fp<{ config: Config }>(
       release: (request: FastifyRequest) => void inFlightRequests.delete(request),
     });
 
+    // The server waits for requests in flight before any onClose hook runs, and
+    // an ingestion request waits for its batch: a batch that cannot commit
+    // (a held lock) would hold the whole close until the process is killed.
+    // So the drain's share of the deadline (lib/shutdown-budget.ts) starts at
+    // preClose; when it is spent, every caller still waiting gets 503, and the
+    // logs and the pool get the rest.
+    let drainDeadline = Infinity;
+    let abandonTimer: NodeJS.Timeout | undefined;
+    app.addHook('preClose', async () => {
+      const { drainMs } = shutdownBudget(config.SHUTDOWN_TIMEOUT_MS);
+      drainDeadline = Date.now() + drainMs;
+      abandonTimer = setTimeout(() => batches.abandon(new ClosedError('shutdown deadline reached before the batch committed')), drainMs);
+      abandonTimer.unref();
+    });
     app.addHook('onClose', async () => {
-      await batches.drain({ settled: () => inFlightRequests.size === 0, timeoutMs: config.SHUTDOWN_TIMEOUT_MS });
+      const timeoutMs = Number.isFinite(drainDeadline) ? Math.max(0, drainDeadline - Date.now()) : shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).drainMs;
+      await batches.drain({ settled: () => inFlightRequests.size === 0, timeoutMs });
+      clearTimeout(abandonTimer);
     });
   },
   { name: 'analytics-batcher', dependencies: ['db'] },

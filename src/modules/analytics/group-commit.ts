@@ -31,6 +31,8 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
   let inFlight = 0;
   let draining = false;
   let closed = false;
+  // Batches being written, so that abandon() can answer their callers.
+  const writing = new Set<Waiting<T, R>[]>();
 
   function startBatches() {
     if (timer) {
@@ -45,12 +47,14 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
   }
 
   async function writeBatch(batch: Waiting<T, R>[]) {
+    writing.add(batch);
     try {
       const results = await options.write(batch.map((waiting) => waiting.item));
       batch.forEach((waiting, index) => waiting.resolve(results[index]));
     } catch (error) {
       for (const waiting of batch) waiting.reject(error);
     } finally {
+      writing.delete(batch);
       inFlight -= 1;
       // Whatever queued up while this batch was written goes next.
       if (queue.length > 0) startBatches();
@@ -87,6 +91,17 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
       }
       closed = true;
       for (const waiting of queue.splice(0)) waiting.reject(new ClosedError('closed before the item was written'));
+    },
+
+    /**
+     * Gives up: refuses new items and answers every caller still waiting,
+     * queued or in a batch being written, with `error`. A batch that commits
+     * later stores its items anyway; nobody was told they were stored.
+     */
+    abandon(error: Error) {
+      closed = true;
+      for (const waiting of queue.splice(0)) waiting.reject(error);
+      for (const batch of writing) for (const waiting of batch) waiting.reject(error);
     },
 
     stats: () => ({ queued: queue.length, inFlight }),

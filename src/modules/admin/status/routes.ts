@@ -3,11 +3,12 @@ import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import cookie from '@fastify/cookie';
 import escapeHtml from 'escape-html';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../config.ts';
 import { AppError } from '../../../lib/errors.ts';
+import { bearerToken } from '../../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
 import { cachedHealth, checkHealth } from '../health.ts';
 import { createStatusSessionService } from './session.ts';
@@ -19,7 +20,8 @@ import { createStatusSessionService } from './session.ts';
 // POST /admin/status/session. Never a token in a URL.
 
 export const SESSION_COOKIE = 'admin_status_session';
-
+/** Open dashboard streams one admin may hold; a new one ends the oldest. */
+export const MAX_STREAMS_PER_ADMIN = 3;
 const HERE = import.meta.dirname;
 const ASSETS: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
@@ -58,6 +60,23 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   const requireAdmin = app.requireRole('admin');
   const sessions = createStatusSessionService({ supabase: app.supabase, db: app.db, forgetSession: app.forgetSession });
   const streams = new Set<PassThrough>();
+  // "kind:userId" → the stop function of each of that admin's open streams, oldest first.
+  const openStreams = new Map<string, Set<(reason?: string) => void>>();
+
+  /**
+   * A stream outlives the check made when it opened: every
+   * ADMIN_STREAM_RECHECK_MS the token is verified again and its session and
+   * roles read afresh, so a signed-out or demoted admin's stream ends. A
+   * database hiccup (503) is not a verdict: the stream stays until the next check.
+   */
+  async function stillAdmin(token: string, log: FastifyBaseLogger): Promise<boolean> {
+    try {
+      const caller = await app.callerFromToken(token, log, { fresh: true });
+      return caller.kind === 'legacy-admin' || caller.roles.includes('admin');
+    } catch (error) {
+      return !(error instanceof AppError && (error.statusCode === 401 || error.statusCode === 403));
+    }
+  }
 
   /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
   async function authorize(request: FastifyRequest, reply: FastifyReply) {
@@ -96,12 +115,28 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       send('snapshot', { metrics, health: report, sample: app.metrics.history().at(-1) ?? null });
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
-    const stop = () => {
+    // authorize() has set the caller and put the cookie's token, if any, in the header.
+    const token = bearerToken(request) ?? '';
+    const owner = `${request.caller?.kind}:${request.caller?.userId}`;
+    const recheck = setInterval(() => void stillAdmin(token, request.log).then((ok) => ok || stop('signed out or no longer an admin')), config.ADMIN_STREAM_RECHECK_MS);
+    let stopped = false;
+    const stop = (reason?: string) => {
+      if (stopped) return;
+      stopped = true;
       clearInterval(timer);
+      clearInterval(recheck);
       streams.delete(stream);
+      openStreams.get(owner)?.delete(stop);
+      if (openStreams.get(owner)?.size === 0) openStreams.delete(owner);
+      if (reason) send('end', { reason });
       stream.end();
     };
-    reply.raw.on('close', stop);
+    // A few streams per admin: a new one ends the oldest (a reloaded page's old stream, usually).
+    const mine = openStreams.get(owner) ?? new Set<(reason?: string) => void>();
+    openStreams.set(owner, mine);
+    while (mine.size >= MAX_STREAMS_PER_ADMIN) mine.values().next().value?.('too many open streams for this admin');
+    mine.add(stop);
+    reply.raw.on('close', () => stop());
     stream.write(`retry: 3000\n\n`);
     send('history', app.metrics.history());
     void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed'));

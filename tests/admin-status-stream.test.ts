@@ -1,0 +1,147 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { SignJWT } from 'jose';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../src/app.ts';
+import { MAX_STREAMS_PER_ADMIN } from '../src/modules/admin/status/routes.ts';
+import { testConfig, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { createAuthUser, grantRole } from './support/db.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
+
+// The dashboard's event stream outlives the check made when it opened: it
+// re-checks its admin's session and role, so a signed-out or demoted admin's
+// stream ends, and one admin holds at most a few streams.
+//
+// auth.sessions belongs to the auth server, which cannot be built here; this
+// file's own database gets the table in the shape the auth server gives it,
+// so sessions can be opened and ended the way the auth server does.
+
+const encoder = new TextEncoder();
+const RECHECK_MS = 200;
+let database: { url: string; drop(): Promise<void> };
+let sql: postgres.Sql;
+let app: FastifyInstance;
+let base: string;
+
+beforeAll(async () => {
+  database = await createPrivateDatabase('streams');
+  sql = postgres(database.url, { max: 2, onnotice: () => {} });
+  await sql`
+    create table if not exists auth.sessions (
+      id uuid primary key, user_id uuid not null references auth.users (id) on delete cascade,
+      created_at timestamptz, updated_at timestamptz, not_after timestamptz)`;
+  app = await buildApp({ config: testConfig({ DATABASE_URL: database.url, ADMIN_STREAM_RECHECK_MS: String(RECHECK_MS) }) });
+  const address = await app.listen({ host: '127.0.0.1', port: 0 });
+  base = address.startsWith('http') ? address : `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await app?.close();
+  await sql?.end();
+  await database?.drop();
+});
+
+async function adminSession(): Promise<{ userId: string; sessionId: string; authorization: string }> {
+  const user = await createAuthUser(sql);
+  await grantRole(sql, user.id, 'admin');
+  const sessionId = crypto.randomUUID();
+  await sql`insert into auth.sessions (id, user_id, created_at, updated_at) values (${sessionId}, ${user.id}, now(), now())`;
+  const token = await new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: sessionId, email: user.email })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(user.id)
+    .setIssuedAt()
+    .setExpirationTime('1h')
+    .sign(encoder.encode(TEST_JWT_SECRET));
+  return { userId: user.id, sessionId, authorization: `Bearer ${token}` };
+}
+
+interface OpenStream {
+  /** Resolves with everything received once the server ends the stream, or 'still open' after `ms`. */
+  endedWithin(ms: number): Promise<string>;
+  close(): void;
+}
+
+async function openStream(authorization: string): Promise<OpenStream> {
+  const controller = new AbortController();
+  const response = await fetch(`${base}/admin/status/stream`, { headers: { authorization }, signal: controller.signal });
+  expect(response.status).toBe(200);
+  const reader = response.body!.getReader();
+  let text = '';
+  const ended = (async () => {
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return text;
+        text += Buffer.from(value).toString();
+      }
+    } catch {
+      return 'aborted';
+    }
+  })();
+  return {
+    async endedWithin(ms) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still open'), ms)));
+      const result = await Promise.race([ended, late]);
+      clearTimeout(timer);
+      return result;
+    },
+    close: () => controller.abort(),
+  };
+}
+
+describe('/admin/status/stream re-checks its admin', () => {
+  it('a signed-out admin’s stream ends', async () => {
+    const admin = await adminSession();
+    const stream = await openStream(admin.authorization);
+    try {
+      expect(await stream.endedWithin(RECHECK_MS * 3)).toBe('still open');
+      await sql`delete from auth.sessions where id = ${admin.sessionId}`;
+      const received = await stream.endedWithin(5_000);
+      expect(received).toContain('event: end');
+      expect(received).toContain('signed out or no longer an admin');
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('a demoted admin’s stream ends', async () => {
+    await adminSession(); // another admin, so this one may lose the role
+    const admin = await adminSession();
+    const stream = await openStream(admin.authorization);
+    try {
+      await sql`delete from public.user_roles where user_id = ${admin.userId} and role = 'admin'`;
+      expect(await stream.endedWithin(5_000)).toContain('event: end');
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('a legacy admin token’s stream ends when the token expires', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({ admin: true, userId: 'ops-stream' })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuedAt(now)
+      .setExpirationTime(now + 2)
+      .sign(encoder.encode(TEST_ADMIN_JWT_SECRET));
+    const stream = await openStream(`Bearer ${token}`);
+    try {
+      // The verifier allows 5 s of clock skew past exp.
+      expect(await stream.endedWithin(10_000)).toContain('event: end');
+    } finally {
+      stream.close();
+    }
+  });
+
+  it(`one admin holds at most ${MAX_STREAMS_PER_ADMIN} streams; a new one ends the oldest`, async () => {
+    const admin = await adminSession();
+    const streams: OpenStream[] = [];
+    try {
+      for (let i = 0; i <= MAX_STREAMS_PER_ADMIN; i += 1) streams.push(await openStream(admin.authorization));
+      expect(await streams[0].endedWithin(2_000)).toContain('too many open streams');
+      for (const open of streams.slice(1)) expect(await open.endedWithin(300)).toBe('still open');
+    } finally {
+      for (const open of streams) open.close();
+    }
+  });
+});

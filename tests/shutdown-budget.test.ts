@@ -1,0 +1,96 @@
+import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { TEST_ADMIN_JWT_SECRET } from './support/app.ts';
+import { startServerProcess } from './support/fault-traffic.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
+
+// SIGTERM while an analytics batch cannot commit (its table is locked): the
+// batcher gets part of SHUTDOWN_TIMEOUT_MS to drain, not all of it, so the
+// stored logs are still flushed and the process exits by itself (0) before
+// the deadline would kill it (exit 1, last log lines lost).
+
+const SHUTDOWN_TIMEOUT_MS = 4_000;
+const CHROME = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+
+let database: { url: string; drop(): Promise<void> };
+let sql: postgres.Sql;
+
+beforeAll(async () => {
+  database = await createPrivateDatabase('shutdown');
+  sql = postgres(database.url, { max: 3, onnotice: () => {} });
+});
+afterAll(async () => {
+  await sql?.end();
+  await database?.drop();
+});
+
+describe('the shutdown budget', () => {
+  it('a batch stuck on a lock does not eat the whole deadline: logs flushed, exit 0', async () => {
+    const server = await startServerProcess(database.url, {
+      SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+      // Long enough that only the shutdown budget can end the stuck batch.
+      DATABASE_STATEMENT_TIMEOUT_MS: '60000',
+    });
+    const authorization = `Bearer ${await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops-shutdown')}`;
+    const created = await fetch(`${server.baseUrl}/api/websites`, {
+      method: 'POST',
+      headers: { authorization, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'Shutdown site', domain: `${randomUUID().slice(0, 8)}.example.test` }),
+    });
+    expect(created.status).toBe(201);
+    const websiteId = ((await created.json()) as { data: { id: string } }).data.id;
+
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((resolve) => (locked = resolve));
+    const holder = sql.begin(async (tx) => {
+      await tx`lock table public.analytics_events in access exclusive mode`;
+      locked();
+      await released;
+    });
+    await isLocked;
+    try {
+      const ingest = fetch(`${server.baseUrl}/api/analytics`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ websiteId, eventType: 'page_view', page: '/bye', userAgent: CHROME, sessionId: randomUUID() }),
+        signal: AbortSignal.timeout(15_000),
+      }).then(
+        (response) => response.status,
+        () => 0,
+      );
+      await waitFor(
+        async () => (await sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`).length > 0,
+        10_000,
+        'the batch parked on the lock',
+      );
+      // A refused request just before the signal: its log entry is still waiting to be stored.
+      const refused = await fetch(`${server.baseUrl}/api/feedback/get-feedback`);
+      expect(refused.status).toBe(401);
+      const signalled = performance.now();
+      server.child.kill('SIGTERM');
+      const exitCode = await new Promise<number | null>((resolve) => {
+        if (server.ended()) resolve(server.child.exitCode);
+        server.child.once('exit', (code) => resolve(code));
+      });
+      const took = performance.now() - signalled;
+      expect(exitCode, server.output()).toBe(0);
+      expect(took).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
+      expect(await ingest).toBe(503);
+    } finally {
+      release();
+      await holder.catch(() => {});
+      await server.stop();
+    }
+    // The refusal reached app_logs before the process ended.
+    const stored = await sql`
+      select 1 from public.app_logs
+       where source = 'server' and (context ->> 'statusCode')::int = 401
+         and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;
+    expect(stored.length).toBeGreaterThan(0);
+  });
+});
