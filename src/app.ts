@@ -6,6 +6,7 @@ import { LogSink } from './lib/log-sink.ts';
 import { loggerOptions } from './logger.ts';
 import adminRoutes from './modules/admin/routes.ts';
 import analyticsRoutes from './modules/analytics/routes.ts';
+import trackerRoutes from './modules/analytics/tracker/routes.ts';
 import statusRoutes from './modules/admin/status/routes.ts';
 import authRoutes from './modules/auth/routes.ts';
 import feedbackOutboxPlugin from './modules/feedback/outbox/worker.ts';
@@ -96,6 +97,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(rolesRoutes, { prefix: '/api/userRoles' });
   await fastify.register(websitesRoutes, { prefix: '/api/websites' });
   await fastify.register(analyticsRoutes, { prefix: '/api/analytics', config });
+  await fastify.register(trackerRoutes);
   await fastify.register(statusRoutes, { prefix: '/admin/status', config, version: VERSION });
 }
 

@@ -83,6 +83,9 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       onRequest: async (request) => app.analyticsBatcher.admit(request),
       onResponse: async (request) => app.analyticsBatcher.release(request),
       onRequestAbort: async (request) => app.analyticsBatcher.release(request),
+      // Tracked sites post here with no-cors beacons; an answer marked same-origin
+      // (helmet's default) would still be stored, but logged as blocked in their console.
+      onSend: async (_request, reply) => void reply.header('cross-origin-resource-policy', 'cross-origin'),
       schema: {
         tags,
         summary: 'Record an analytics event (public); answered after it is committed',
