@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, type ConfigInput, parseConfig } from '../../src/config.ts';
+import { asLoginRole } from '../../src/lib/database-url.ts';
 
 export const TEST_JWT_SECRET = 'test-jwt-secret-that-is-long-enough-for-hs256-0123456789';
 export const TEST_ADMIN_JWT_SECRET = 'test-admin-jwt-secret-long-enough-for-hs256-9876543210';
@@ -10,7 +11,7 @@ export const TEST_ADMIN_JWT_SECRET = 'test-admin-jwt-secret-long-enough-for-hs25
 /** Config for a test app against this run's stack; limits are high unless a test lowers them. */
 export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>> = {}): Config {
   const stack = inject('stack');
-  return parseConfig({
+  const config = {
     NODE_ENV: 'test',
     LOG_LEVEL: 'silent',
     DATABASE_URL: stack.databaseUrl,
@@ -26,7 +27,9 @@ export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>>
       ? { ANALYTICS_SALT_SECRET: 'test-analytics-salt-secret-0123456789abcdef', CAPTCHA_PROVIDER: 'off' }
       : {}),
     ...overrides,
-  });
+  };
+  // The app connects as the API's login role, never as the owner the stack migrates with.
+  return parseConfig({ ...config, DATABASE_URL: config.DATABASE_URL && asLoginRole(config.DATABASE_URL) });
 }
 
 /**
