@@ -258,6 +258,11 @@ async function main() {
       }
       await sleep(500);
     }
+    // Every soak submission stored (acknowledged or cut off in flight when the load stopped),
+    // every notification sent, and what the sink received: each e-mail once means all three agree.
+    const [reconciled] = await sql`
+      select (select count(*)::int from public.feedback) - ${FEEDBACK_ROWS}::int as submissions_stored,
+             (select count(*)::int from public.feedback_outbox where sent_at is not null) - ${FEEDBACK_ROWS}::int as notifications_sent`;
     const r = soak.results;
     const all = Object.values(r);
     const during = soak.rss.duringMiB;
@@ -285,7 +290,7 @@ async function main() {
       },
       acknowledged: { feedback: soak.acknowledgedFeedback.length, events: soak.acknowledgedEvents.length },
       stored: { feedback: stored.feedback, events: stored.events },
-      outbox: { ...outbox, emailsPerSecondWhileDraining: outbox.drainSeconds ? Math.round(outbox.owedAfterSoak / outbox.drainSeconds) : null, sinkMessagesAtEnd: stack.mail.messages.length },
+      outbox: { ...outbox, emailsPerSecondWhileDraining: outbox.drainSeconds ? Math.round(outbox.owedAfterSoak / outbox.drainSeconds) : null, sinkMessagesAtEnd: stack.mail.messages.length, submissionsStored: reconciled.submissions_stored, notificationsSent: reconciled.notifications_sent },
     };
     await writeFile(path.join(ROOT, 'bench/results/soak.json'), `${JSON.stringify(soakReport, null, 2)}\n`);
 
@@ -301,7 +306,7 @@ async function main() {
     console.table(Object.fromEntries(Object.entries(r).map(([name, m]) => [name, { requests: m.total, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, 'max ms': m.maxMs, errors: m.errors + m.non2xx }])));
     console.log(`RSS MiB: start ${soakReport.rss.startMiB}, during ${soakReport.rss.duringMinMiB}-${soakReport.rss.duringMaxMiB} (first 10s ${soakReport.rss.first10sAvgMiB}, last 10s ${soakReport.rss.last10sAvgMiB}, slope ${soakReport.rss.slopeMiBPerMinute}/min), after ${soakReport.rss.afterMiB}`);
     console.log(`Acknowledged/stored: feedback ${soakReport.acknowledged.feedback}/${stored.feedback}, events ${soakReport.acknowledged.events}/${stored.events}`);
-    console.log(`Notifications: ${outbox.owedAfterSoak} owed 5 s after the soak (${outbox.sinkMessagesAfterSoak} at the SMTP sink); ${outbox.drainSeconds === null ? `${outbox.owedAtGiveUp} still owed after 180 s` : `sent within ${outbox.drainSeconds} s more`}`);
+    console.log(`Notifications: ${outbox.owedAfterSoak} owed 5 s after the soak (${outbox.sinkMessagesAfterSoak} at the SMTP sink); ${outbox.drainSeconds === null ? `${outbox.owedAtGiveUp} still owed after 180 s` : `sent within ${outbox.drainSeconds} s more`}; ${reconciled.submissions_stored} submissions stored, ${reconciled.notifications_sent} notifications sent, ${stack.mail.messages.length} messages at the sink`);
     console.log('\nWritten to bench/results/read.json and bench/results/soak.json');
   } finally {
     if (server) await stopServer(server.child);

@@ -8,7 +8,7 @@ import adminRoutes from './modules/admin/routes.ts';
 import analyticsRoutes from './modules/analytics/routes.ts';
 import statusRoutes from './modules/admin/status/routes.ts';
 import authRoutes from './modules/auth/routes.ts';
-import feedbackOutboxPlugin from './modules/feedback/outbox-worker.ts';
+import feedbackOutboxPlugin from './modules/feedback/outbox/worker.ts';
 import feedbackRoutes from './modules/feedback/routes.ts';
 import healthRoutes from './modules/health/routes.ts';
 import rolesRoutes from './modules/roles/routes.ts';

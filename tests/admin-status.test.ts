@@ -1,18 +1,20 @@
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type ConsoleMessage } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, ConsoleMessage } from 'playwright-core';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SESSION_COOKIE, sessionCookieOptions } from '../src/modules/admin/status/routes.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
+import { launchChromium } from './support/browser.ts';
+import { realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
 
 // The /admin/status dashboard: its HTTP contract through inject, then the
-// page itself in Debian's Chromium driven by playwright-core against the app
-// listening on a real port. Screenshots go to .artifacts/ (git-ignored).
+// page itself in Chromium (the npm package's build) driven by playwright-core
+// against the app listening on a real port. Screenshots go to .artifacts/
+// (git-ignored).
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.resolve(import.meta.dirname, '../.artifacts');
 
 describe('/admin/status over HTTP', () => {
@@ -122,15 +124,9 @@ describe('/admin/status in Chromium', () => {
   let base: string;
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`Chromium is not installed at ${CHROMIUM}; the dashboard test needs it (Debian: apt-get install chromium).`);
-    }
     app = await buildTestApp();
     base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-quic', '--no-first-run', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
     await mkdir(ARTIFACTS, { recursive: true });
   });
   afterAll(async () => {
@@ -212,6 +208,63 @@ describe('/admin/status in Chromium', () => {
     expect(scriptErrors).toEqual([]);
     // The page never learns a token: nothing readable from script.
     expect(await page.evaluate<string>('document.cookie')).toBe('');
+    await context.close();
+  });
+});
+
+const auth = realAuth();
+
+describe.runIf(auth)('/admin/status sign-in in Chromium with a real admin account', () => {
+  let app: FastifyInstance;
+  let browser: Browser;
+  let base: string;
+  let sql: postgres.Sql;
+
+  beforeAll(async () => {
+    app = await buildTestApp(realAuthEnv(auth!));
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+    browser = await launchChromium();
+    sql = postgres(inject('stack').databaseUrl, { max: 1, onnotice: () => {} });
+    await mkdir(ARTIFACTS, { recursive: true });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await sql?.end();
+  });
+
+  it('an admin signs in with e-mail and password and sees the live dashboard; a user without the role is told no; sign-out ends the session', async () => {
+    const admin = await signUp(base, 'dashboard-admin', 'Dash Admin');
+    await sql`insert into public.user_roles (user_id, role) values (${admin.id}, 'admin')`;
+    const plain = await signUp(base, 'dashboard-user');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+
+    expect((await page.goto(`${base}/admin/status`))?.status()).toBe(401);
+    await page.fill('#email', plain.email);
+    await page.fill('#password', plain.password);
+    await page.click('button[type=submit]');
+    await page.waitForSelector('#error:not([hidden])');
+    expect(await page.textContent('#error')).toBe('Insufficient permissions');
+
+    await page.fill('#email', admin.email);
+    await page.fill('#password', admin.password);
+    await Promise.all([page.waitForEvent('load'), page.click('button[type=submit]')]);
+    await expect.poll(() => page.textContent('#connection'), { timeout: 10_000 }).toBe('live');
+    // The health figures arrive with the stream's first snapshot, shortly after it connects.
+    await expect.poll(() => page.textContent('#auth-status'), { timeout: 10_000 }).toBe('up');
+    const [cookie] = (await context.cookies()).filter((entry) => entry.name === SESSION_COOKIE);
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/admin/status' });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'admin-status-real-admin.png'), fullPage: true });
+
+    await Promise.all([page.waitForEvent('load'), page.click('#signout')]);
+    expect(await page.locator('form#signin').count()).toBe(1);
+    // The session ended at the auth server: the old cookie no longer opens the page.
+    const reused = await app.inject({ method: 'GET', url: '/admin/status', headers: { cookie: `${SESSION_COOKIE}=${cookie.value}` } });
+    expect(reused.statusCode).toBe(401);
+    expect(pageErrors).toEqual([]);
     await context.close();
   });
 });

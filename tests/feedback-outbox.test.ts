@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { CLAIM_BATCH } from '../src/modules/feedback/outbox/worker.ts';
 import { buildTestApp } from './support/app.ts';
 import { createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { feedbackBody, waitFor } from './support/feedback-fixtures.ts';
@@ -201,8 +202,8 @@ describe('never lost, never twice', () => {
     resend.latencyMs = 15; // sends overlap between the two workers
     const a = await resendApp({ RESEND_API_KEY: 're_worker_a' });
     const b = await resendApp({ RESEND_API_KEY: 're_worker_b' });
-    // A backlog that becomes due at one instant, then both workers race for it.
-    const ids = Array.from({ length: 40 }, () => crypto.randomUUID());
+    // A backlog that becomes due at one instant, three claim batches long, then both workers race for it.
+    const ids = Array.from({ length: 3 * CLAIM_BATCH }, () => crypto.randomUUID());
     await sql`
       insert into public.feedback (id, name, email, comment, rating)
       select id, 'Concurrent Person', 'concurrent@example.test', 'Concurrent feedback for two workers', 3
@@ -212,7 +213,7 @@ describe('never lost, never twice', () => {
     await waitFor(
       async () => (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${ids}::uuid[]) and sent_at is not null`)[0].n === ids.length,
       20_000,
-      'all 40 sent',
+      `all ${ids.length} sent`,
     );
     await new Promise((resolve) => setTimeout(resolve, 300));
     for (const id of ids) expect(resend.about(id), id).toHaveLength(1);
@@ -220,6 +221,33 @@ describe('never lost, never twice', () => {
     console.log(`two workers: worker a sent ${byWorker('re_worker_a')}, worker b sent ${byWorker('re_worker_b')} of ${ids.length}`);
     expect(byWorker('re_worker_a')).toBeGreaterThan(0);
     expect(byWorker('re_worker_b')).toBeGreaterThan(0);
+  });
+
+  it('a backlog does not hold a new notification back: it goes out with the first batch, not after the backlog', async () => {
+    resend.latencyMs = 5;
+    const app = await resendApp({ FEEDBACK_OUTBOX_WORKER: 'false' });
+    // 400 notifications owed for an hour, and one new: all due when the worker starts.
+    const backlog = Array.from({ length: 8 * CLAIM_BATCH }, () => crypto.randomUUID());
+    await sql`
+      insert into public.feedback (id, name, email, comment, rating, created_at)
+      select id, 'Backlog Person', 'backlog@example.test', 'Feedback that waited in a backlog', 2, now() - interval '1 hour'
+        from unnest(${backlog}::uuid[]) as id`;
+    await sql`update public.feedback_outbox set created_at = now() - interval '1 hour', next_attempt_at = now() - interval '1 hour'
+               where feedback_id = any(${backlog}::uuid[])`;
+    const fresh = await submit(app);
+    const worker = await resendApp();
+    worker.feedbackOutbox.wake();
+    await waitFor(async () => (await outboxOf(fresh)).sent_at !== null, 20_000, 'the new notification sent');
+    const [{ before }] = await sql`
+      select count(*)::int as before from public.feedback_outbox
+       where feedback_id = any(${backlog}::uuid[]) and sent_at < (select sent_at from public.feedback_outbox where feedback_id = ${fresh})`;
+    // Oldest-first alone would send all 400 first; half of every batch is the newest rows.
+    expect(before).toBeLessThanOrEqual(CLAIM_BATCH);
+    await waitFor(
+      async () => (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${backlog}::uuid[]) and sent_at is null`)[0].n === 0,
+      30_000,
+      'the backlog drained',
+    );
   });
 
   it('an instance with the worker switched off sends nothing; the row waits for one that runs it', async () => {

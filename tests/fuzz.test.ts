@@ -13,8 +13,8 @@ import { testSql } from './support/db.ts';
 // SQL and HTML payloads, invalid JSON and wrong content types, with no token,
 // garbage tokens and the admin token. Every answer must be in the SPEC
 // envelope and never a 5xx. The one 5xx allowed is 503 `Authentication
-// service unavailable` from routes that need the auth server, which this
-// machine cannot build.
+// service unavailable` from routes that need the auth server, which the
+// fuzzed app is not given (garbage at the real one would only trip its limits).
 
 const RUNS_PER_ROUTE = 200;
 const METHODS = ['get', 'post', 'put', 'delete'] as const;

@@ -6,8 +6,9 @@ import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/
 
 // Token attacks on every route whose OpenAPI operation says it needs a Bearer
 // token: each forged, expired, confused or malformed token is refused with
-// 401 in the envelope before any handler runs. (Signed-out sessions and other
-// users' tokens need the auth server, which cannot be built here.)
+// 401 in the envelope before any handler runs. (Signed-out sessions, rotated
+// refresh tokens and other users' tokens, which need the auth server, are in
+// tests/auth-flows.test.ts and tests/auth-roles.test.ts.)
 
 const encoder = new TextEncoder();
 const now = () => Math.floor(Date.now() / 1000);

@@ -9,8 +9,8 @@ import { type ResendStandIn, startResendStandIn } from './support/resend-stand-i
 // Two server processes (`node src/server.ts`) on two ports, sharing one
 // Postgres database and one Redis: the rate-limit budget is shared, each
 // notification e-mail is sent once, and ingestion through both loses nothing.
-// (A session signed out on one and refused on the other needs the auth
-// server, which cannot be built here.)
+// (A session signed out on one instance and refused on another is in
+// tests/auth-flows.test.ts, with the real auth server.)
 
 let database: { url: string; drop(): Promise<void> };
 let sql: postgres.Sql;

@@ -1,63 +1,238 @@
-import { spawn } from 'node:child_process';
-import { access, mkdir } from 'node:fs/promises';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+import { createServer } from 'node:net';
 import path from 'node:path';
-import { ROOT } from './database.ts';
+import { SignJWT } from 'jose';
+import { startGateway, type Gateway } from './gateway.ts';
+import { startOidcIssuer, type OidcIssuer } from './oidc-issuer.ts';
+import type { AuthSettings } from './supabase-config.ts';
 
-// Supabase Auth (GoTrue), built from its Go module at a pinned commit with
-// the machine's Go toolchain, once, into a git-ignored cache folder.
+// Supabase Auth in the local stack. The project never builds it: it runs the
+// binary it is given (SUPABASE_AUTH_BIN, else `gotrue` on the PATH), applies
+// the binary's own migrations to the stack's database as supabase_auth_admin,
+// and serves it behind the gateway at /auth/v1, with the test OIDC issuer as
+// its `keycloak` provider.
 
-export const AUTH_MODULE = 'github.com/supabase/auth';
-/** The commit of tag v2.189.0; later tags carry a `replace` directive that `go install` refuses. */
-export const AUTH_COMMIT = '4fa66ba71d8c55b5c95cd5635766ed8bbae6d96a';
-const CACHE_DIR = path.join(ROOT, '.cache/gotrue', AUTH_COMMIT);
+export const AUTH_BIN_VARIABLE = 'SUPABASE_AUTH_BIN';
 
-export class AuthBuildError extends Error {}
+export class AuthBinaryError extends Error {}
 
-export function authBinaryPath(): string {
-  return path.join(CACHE_DIR, 'auth');
-}
-
-async function exists(file: string): Promise<boolean> {
-  return access(file).then(
-    () => true,
-    () => false,
-  );
-}
-
-/** Returns the path of the built binary, building it first when the cache has none. */
-export async function ensureAuthBinary(log: (line: string) => void = console.log): Promise<string> {
-  const binary = authBinaryPath();
-  if (await exists(binary)) return binary;
-  await mkdir(CACHE_DIR, { recursive: true });
-  log(`Building Supabase Auth (${AUTH_MODULE}@${AUTH_COMMIT.slice(0, 12)}) with ${process.env.GOPROXY ?? 'the Go module proxy'}; the first build takes a few minutes…`);
-
-  const output: string[] = [];
-  const started = Date.now();
-  const code = await new Promise<number>((resolve, reject) => {
-    const child = spawn('go', ['install', '-v', `${AUTH_MODULE}@${AUTH_COMMIT}`], {
-      env: { ...process.env, GOBIN: CACHE_DIR, CGO_ENABLED: '0' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let packages = 0;
-    const onLine = (chunk: Buffer) => {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) {
-        output.push(line);
-        if (!line.startsWith('go: ')) packages += 1;
-        if (packages % 25 === 0 || line.startsWith('go: ')) log(`  [auth build ${Math.round((Date.now() - started) / 1000)}s] ${packages} packages · ${line}`);
-      }
-    };
-    child.stdout.on('data', onLine);
-    child.stderr.on('data', onLine);
-    child.on('error', reject);
-    child.on('close', (status) => resolve(status ?? 1));
-  });
-  if (code !== 0) {
-    const errors = output.filter((line) => line.startsWith('go: ') || /error|forbidden|not available/i.test(line));
-    throw new AuthBuildError(`go install ${AUTH_MODULE}@${AUTH_COMMIT} failed (exit ${code}):\n${(errors.length ? errors : output.slice(-20)).join('\n')}`);
+function isExecutable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
   }
-  // go install names the binary after the module's last path element.
-  const built = path.join(CACHE_DIR, 'auth');
-  if (!(await exists(built))) throw new AuthBuildError(`go install succeeded but ${built} is missing`);
-  log(`Supabase Auth built in ${Math.round((Date.now() - started) / 1000)} s`);
-  return built;
+}
+
+/**
+ * The Supabase Auth binary to run: SUPABASE_AUTH_BIN when set (and then it
+ * must be executable), else `gotrue` on the PATH, else undefined.
+ */
+export function findAuthBinary(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const given = env[AUTH_BIN_VARIABLE]?.trim();
+  if (given) {
+    if (!isExecutable(given)) throw new AuthBinaryError(`${AUTH_BIN_VARIABLE}=${given} is not an executable file`);
+    return path.resolve(given);
+  }
+  for (const dir of (env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
+    const candidate = path.join(dir, 'gotrue');
+    if (isExecutable(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+/** An API key as Supabase issues them: a long-lived HS256 JWT naming a database role. */
+export function signApiKey(jwtSecret: string, role: 'anon' | 'service_role'): Promise<string> {
+  return new SignJWT({ role })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuer('supabase-local')
+    .setIssuedAt()
+    .setExpirationTime('10y')
+    .sign(new TextEncoder().encode(jwtSecret));
+}
+
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+export interface AuthServerOptions {
+  binary: string;
+  /** The stack's database, as any role; the auth server connects as supabase_auth_admin. */
+  databaseUrl: string;
+  jwtSecret: string;
+  settings: AuthSettings;
+  smtp: { host: string; port: number };
+  /** Port of the gateway (54321 in dev, as `supabase start`); 0 picks a free one. */
+  gatewayPort?: number;
+  /** The test OIDC issuer's port and client secret (fixed in dev; random when absent). */
+  oidc?: { port?: number; clientSecret?: string };
+  /** Apply the auth server's migrations first (skip when another instance already did). */
+  migrate?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface AuthServer {
+  /** The SUPABASE_URL: the gateway; the auth server is at `${url}/auth/v1`. */
+  url: string;
+  anonKey: string;
+  serviceRoleKey: string;
+  jwtSecret: string;
+  oidc: OidcIssuer & { redirectUri: string };
+  /** Stops the auth server process alone (the gateway then answers 502), as an outage. */
+  stopServer(): Promise<void>;
+  /** Starts it again after stopServer(). */
+  startServer(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function authDatabaseUrl(databaseUrl: string): string {
+  const url = new URL(databaseUrl);
+  url.username = 'supabase_auth_admin';
+  url.password = '';
+  url.searchParams.set('sslmode', 'disable');
+  return url.toString();
+}
+
+function run(binary: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(output) : reject(new AuthBinaryError(`${path.basename(binary)} ${args.join(' ')} exited ${code}:\n${output.trim().split('\n').slice(-15).join('\n')}`))));
+  });
+}
+
+async function waitForHealth(url: string, child: ChildProcess, output: () => string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new AuthBinaryError(`Supabase Auth exited ${child.exitCode} on start:\n${output().trim().split('\n').slice(-15).join('\n')}`);
+    const healthy = await fetch(`${url}/health`, { signal: AbortSignal.timeout(1000) }).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (healthy) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new AuthBinaryError(`Supabase Auth did not answer ${url}/health within ${timeoutMs / 1000} s:\n${output().slice(-2000)}`);
+}
+
+function stopChild(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.once('exit', () => {
+      clearTimeout(killer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+export async function startAuthServer(options: AuthServerOptions): Promise<AuthServer> {
+  const log = options.log ?? (() => {});
+  const { settings } = options;
+  const [anonKey, serviceRoleKey] = await Promise.all([signApiKey(options.jwtSecret, 'anon'), signApiKey(options.jwtSecret, 'service_role')]);
+
+  let upstream = '';
+  const gateway: Gateway = await startGateway({
+    port: options.gatewayPort,
+    authUpstream: () => upstream,
+    apiKeys: [anonKey, serviceRoleKey],
+    templates: settings.recoveryTemplate ? { 'recovery.html': settings.recoveryTemplate.contentPath } : {},
+  });
+  const externalUrl = `${gateway.url}/auth/v1`;
+  const redirectUri = `${externalUrl}/callback`;
+  const oidc = await startOidcIssuer({ redirectUri, ...options.oidc });
+
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    API_EXTERNAL_URL: externalUrl,
+    GOTRUE_API_HOST: '127.0.0.1',
+    GOTRUE_DB_DRIVER: 'postgres',
+    GOTRUE_DB_DATABASE_URL: authDatabaseUrl(options.databaseUrl),
+    GOTRUE_SITE_URL: settings.siteUrl,
+    GOTRUE_URI_ALLOW_LIST: settings.redirectUrls.join(','),
+    GOTRUE_DISABLE_SIGNUP: String(!settings.signupEnabled),
+    GOTRUE_JWT_SECRET: options.jwtSecret,
+    GOTRUE_JWT_EXP: String(settings.jwtExpiry),
+    GOTRUE_JWT_AUD: 'authenticated',
+    GOTRUE_JWT_ISSUER: externalUrl,
+    GOTRUE_JWT_DEFAULT_GROUP_NAME: 'authenticated',
+    GOTRUE_JWT_ADMIN_ROLES: 'service_role',
+    GOTRUE_EXTERNAL_EMAIL_ENABLED: 'true',
+    GOTRUE_MAILER_AUTOCONFIRM: String(!settings.emailConfirmations),
+    GOTRUE_MAILER_SECURE_EMAIL_CHANGE_ENABLED: String(settings.secureEmailChange),
+    GOTRUE_SMTP_HOST: options.smtp.host,
+    GOTRUE_SMTP_PORT: String(options.smtp.port),
+    GOTRUE_SMTP_ADMIN_EMAIL: 'auth@portfolio.local',
+    GOTRUE_SMTP_SENDER_NAME: 'Portfolio',
+    GOTRUE_PASSWORD_MIN_LENGTH: String(settings.minimumPasswordLength),
+    GOTRUE_SECURITY_REFRESH_TOKEN_ROTATION_ENABLED: String(settings.refreshTokenRotation),
+    GOTRUE_SECURITY_REFRESH_TOKEN_REUSE_INTERVAL: String(settings.refreshTokenReuseInterval),
+    GOTRUE_SECURITY_MANUAL_LINKING_ENABLED: String(settings.manualLinking),
+    // Per-IP limits count the address our API forwards, not the API itself.
+    GOTRUE_RATE_LIMIT_HEADER: 'X-Forwarded-For',
+    GOTRUE_RATE_LIMIT_EMAIL_SENT: String(settings.rateLimits.emailSent),
+    GOTRUE_RATE_LIMIT_OTP: String(settings.rateLimits.signInSignUps),
+    GOTRUE_RATE_LIMIT_VERIFY: String(settings.rateLimits.tokenVerifications),
+    GOTRUE_RATE_LIMIT_TOKEN_REFRESH: String(settings.rateLimits.tokenRefresh),
+    GOTRUE_EXTERNAL_KEYCLOAK_ENABLED: 'true',
+    GOTRUE_EXTERNAL_KEYCLOAK_CLIENT_ID: oidc.clientId,
+    GOTRUE_EXTERNAL_KEYCLOAK_SECRET: oidc.clientSecret,
+    GOTRUE_EXTERNAL_KEYCLOAK_URL: oidc.issuer,
+    GOTRUE_EXTERNAL_KEYCLOAK_REDIRECT_URI: redirectUri,
+    GOTRUE_LOG_LEVEL: 'warn',
+  };
+  if (settings.recoveryTemplate) {
+    env.GOTRUE_MAILER_TEMPLATES_RECOVERY = `${gateway.url}/templates/recovery.html`;
+    if (settings.recoveryTemplate.subject) env.GOTRUE_MAILER_SUBJECTS_RECOVERY = settings.recoveryTemplate.subject;
+  }
+
+  if (options.migrate ?? true) {
+    await run(options.binary, ['migrate'], env);
+    log('Supabase Auth migrations applied');
+  }
+
+  let child: ChildProcess | undefined;
+  let output = '';
+  const startServer = async () => {
+    const port = await freePort();
+    upstream = `http://127.0.0.1:${port}`;
+    output = '';
+    child = spawn(options.binary, ['serve'], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout?.on('data', (chunk) => (output = (output + chunk).slice(-20_000)));
+    child.stderr?.on('data', (chunk) => (output = (output + chunk).slice(-20_000)));
+    await waitForHealth(upstream, child, () => output);
+  };
+
+  try {
+    await startServer();
+  } catch (error) {
+    await stopChild(child);
+    await Promise.all([gateway.stop(), oidc.stop()]);
+    throw error;
+  }
+  log(`Supabase Auth (${path.basename(options.binary)}) at ${externalUrl}`);
+
+  return {
+    url: gateway.url,
+    anonKey,
+    serviceRoleKey,
+    jwtSecret: options.jwtSecret,
+    oidc: { ...oidc, redirectUri },
+    stopServer: () => stopChild(child),
+    startServer,
+    async stop() {
+      await stopChild(child);
+      await Promise.all([gateway.stop(), oidc.stop()]);
+    },
+  };
 }

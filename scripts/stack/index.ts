@@ -1,10 +1,13 @@
 import { randomBytes } from 'node:crypto';
+import { type AuthServer, type AuthServerOptions, startAuthServer } from './auth-server.ts';
 import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase } from './database.ts';
 import { type MailSink, startMailSink } from './mail-sink.ts';
+import { type AuthSettings, readAuthSettings } from './supabase-config.ts';
 
 // The local stack that `npm run dev` and `npm test` start: a database of the
 // project's own on the machine's PostgreSQL with the Supabase platform
-// bootstrap and our migrations, and an SMTP sink.
+// bootstrap, an SMTP sink, Supabase Auth when a binary is given (its own
+// migrations, then ours, as on a hosted project), and our migrations.
 
 export const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -16,6 +19,11 @@ export interface StackOptions {
   keepDatabase?: boolean;
   smtpPort?: number;
   mailApiPort?: number;
+  /**
+   * Run Supabase Auth from this binary, signing tokens with jwtSecret, with the
+   * settings of supabase/config.toml (`adjust` may change them, e.g. a benchmark's limits).
+   */
+  auth?: Pick<AuthServerOptions, 'binary' | 'jwtSecret' | 'gatewayPort' | 'oidc'> & { adjust?: (settings: AuthSettings) => AuthSettings };
   log?: (line: string) => void;
 }
 
@@ -24,6 +32,7 @@ export interface Stack {
   databaseUrl: string;
   postgresUrl: string;
   mail: MailSink;
+  auth?: AuthServer;
   stop(): Promise<void>;
 }
 
@@ -44,18 +53,38 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     throw new Error(`PostgreSQL at ${new URL(postgresUrl).host} is not reachable or refused to create ${databaseName}: ${(error as Error).message}`);
   }
   await applyPlatform(url);
-  const applied = await applyMigrations(url);
-  log(`database ${databaseName}: platform bootstrap applied, ${applied.length} new migration(s)`);
 
   const mail = await startMailSink({ smtpPort: options.smtpPort, apiPort: options.mailApiPort });
   log(`SMTP sink on 127.0.0.1:${mail.smtpPort}, messages at ${mail.apiUrl}/messages`);
+
+  let auth: AuthServer | undefined;
+  try {
+    if (options.auth) {
+      const { adjust = (settings: AuthSettings) => settings, ...given } = options.auth;
+      auth = await startAuthServer({
+        ...given,
+        databaseUrl: url,
+        settings: adjust(await readAuthSettings()),
+        smtp: { host: '127.0.0.1', port: mail.smtpPort },
+        log,
+      });
+    }
+    const applied = await applyMigrations(url);
+    log(`database ${databaseName}: platform bootstrap applied, ${applied.length} new migration(s)`);
+  } catch (error) {
+    await auth?.stop();
+    await mail.stop();
+    throw error;
+  }
 
   return {
     databaseName,
     databaseUrl: url,
     postgresUrl,
     mail,
+    auth,
     async stop() {
+      await auth?.stop();
       await mail.stop();
       if (!keepDatabase) await dropDatabase(postgresUrl, databaseName);
     },

@@ -1,6 +1,24 @@
 import { z } from 'zod';
 
-// Schema fragments shared by the route modules: list pagination.
+// Schema fragments shared by the route modules: required strings, e-mail,
+// password and name, the message-only response, list pagination.
+
+/** A string field whose absence and wrong type get their own messages. */
+export const requiredString = (label: string) =>
+  z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) });
+
+export const EmailSchema = requiredString('Email').trim().toLowerCase().pipe(z.email({ error: 'Invalid email format' }).max(254));
+export const PasswordSchema = requiredString('Password')
+  .min(6, { error: 'Password must be at least 6 characters' })
+  // bcrypt, which the auth server uses, reads at most 72 bytes.
+  .refine((value) => Buffer.byteLength(value) <= 72, { error: 'Password must be at most 72 bytes' });
+export const NameSchema = requiredString('Name')
+  .trim()
+  .min(2, { error: 'Name must be at least 2 characters' })
+  .max(100, { error: 'Name must be at most 100 characters' });
+
+/** A success that carries only a message. */
+export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });
 
 /** `limit` of a list query: an integer from 1 to `max`, `fallback` when absent. */
 export function limitSchema(max: number, fallback: number) {

@@ -50,6 +50,22 @@ export function bearerToken(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
+/** Whether the caller holds the admin role (the legacy admin token does). */
+export const isAdmin = (caller: Caller): boolean => caller.roles.includes('admin');
+
+/** Guard for routes open to any authenticated caller (a user session or the legacy admin token); 401 otherwise. */
+export function requireCaller(app: FastifyInstance) {
+  return async function requireCaller(request: FastifyRequest) {
+    await app.authenticate(request);
+  };
+}
+
+/** The caller a guard has established; routes behind a guard always have one. */
+export function callerOf(request: FastifyRequest): Caller {
+  if (!request.caller) throw new Error('route has no auth guard');
+  return request.caller;
+}
+
 export interface AuthPluginOptions {
   config: Config;
   /** How long a session found alive is trusted before asking the database again. */

@@ -8,18 +8,15 @@ import { serviceUnavailable } from '../lib/errors.ts';
 // its own that keeps no session between requests and forwards the caller's
 // IP, so the auth server's per-IP limits count users, not this server.
 
-export interface SessionTokens {
-  accessToken: string;
-  refreshToken?: string;
-  expiresAt?: number;
-}
-
 export interface SupabaseAuth {
   configured: boolean;
   /** Longest wait for the auth server, in milliseconds. */
   timeoutMs: number;
-  /** A client acting for the caller at `ip`, optionally already holding the caller's session. */
-  forRequest(ip: string, session?: SessionTokens): SupabaseClient;
+  /**
+   * A client acting for the caller at `ip`; with `accessToken`, it calls the
+   * auth server as that signed-in user.
+   */
+  forRequest(ip: string, accessToken?: string): SupabaseClient;
   /** The service-role client for the admin API; never exposed to callers. */
   admin(): SupabaseClient;
 }
@@ -28,32 +25,6 @@ declare module 'fastify' {
   interface FastifyInstance {
     supabase: SupabaseAuth;
   }
-}
-
-const STORAGE_KEY = 'portfolio-backend-auth';
-
-/** In-memory storage holding at most the one session the request brought. */
-function requestStorage(session?: SessionTokens) {
-  const items = new Map<string, string>();
-  if (session) {
-    const expiresAt = session.expiresAt ?? Math.floor(Date.now() / 1000) + 60;
-    items.set(
-      STORAGE_KEY,
-      JSON.stringify({
-        access_token: session.accessToken,
-        refresh_token: session.refreshToken ?? '',
-        token_type: 'bearer',
-        expires_at: expiresAt,
-        expires_in: Math.max(0, expiresAt - Math.floor(Date.now() / 1000)),
-        user: null,
-      }),
-    );
-  }
-  return {
-    getItem: (key: string) => items.get(key) ?? null,
-    setItem: (key: string, value: string) => void items.set(key, value),
-    removeItem: (key: string) => void items.delete(key),
-  };
 }
 
 /** True when the error means the auth server could not be reached or failed itself. */
@@ -100,17 +71,16 @@ export function createSupabaseAuth(config: Config): SupabaseAuth {
   return {
     configured,
     timeoutMs: config.AUTH_TIMEOUT_MS,
-    forRequest(ip, session) {
+    forRequest(ip, accessToken) {
       if (!url || !anonKey) throw authUnavailable();
+      // The caller's token travels as a header, never as a stored session: a
+      // stored session without a refresh token makes supabase-js try a refresh
+      // in the background, whose rejection nobody awaits (it ended the process).
+      const headers: Record<string, string> = { 'X-Forwarded-For': ip };
+      if (accessToken) headers.Authorization = `Bearer ${accessToken}`;
       return createClient(url, anonKey, {
-        auth: {
-          storage: requestStorage(session),
-          storageKey: STORAGE_KEY,
-          persistSession: true,
-          autoRefreshToken: false,
-          detectSessionInUrl: false,
-        },
-        global: { headers: { 'X-Forwarded-For': ip }, fetch: authFetch },
+        auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+        global: { headers, fetch: authFetch },
       });
     },
     admin() {

@@ -5,8 +5,9 @@ import { buildApp } from '../../src/app.ts';
 import { type Config, type ConfigInput, parseConfig } from '../../src/config.ts';
 import { asLoginRole } from '../../src/lib/database-url.ts';
 
-export const TEST_JWT_SECRET = 'test-jwt-secret-that-is-long-enough-for-hs256-0123456789';
-export const TEST_ADMIN_JWT_SECRET = 'test-admin-jwt-secret-long-enough-for-hs256-9876543210';
+import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './secrets.ts';
+
+export { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET };
 
 /** Config for a test app against this run's stack; limits are high unless a test lowers them. */
 export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>> = {}): Config {

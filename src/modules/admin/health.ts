@@ -1,15 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
-import type { Sql } from '../../plugins/db.ts';
 
 // Dependency checks for GET /api/admin/health and the /admin/status stream.
 // A dependency that is `down` makes the whole answer 503; `not_configured`
 // (no auth server, no mail provider set) is a choice, not an outage.
 
 const PROBE_TIMEOUT_MS = 2_000;
-// An outbox row this many attempts old means deliveries are failing.
-const FAILING_AFTER_ATTEMPTS = 3;
 
 export const HealthReportSchema = z.object({
   status: z.enum(['ok', 'error']),
@@ -28,16 +25,6 @@ export type HealthReport = z.infer<typeof HealthReportSchema>;
 
 const round = (ms: number) => Math.round(ms * 100) / 100;
 
-/** Elevated (service operation): the outbox is the feedback worker's, closed to API roles. Null while it does not exist. */
-async function countPendingNotifications(sql: Sql): Promise<{ pending: number; failing: number } | null> {
-  const [table] = await sql<{ present: boolean }[]>`select to_regclass('public.feedback_outbox') is not null as present`;
-  if (!table.present) return null;
-  const [row] = await sql<{ pending: number; failing: number }[]>`
-    select count(*)::int as pending, count(*) filter (where attempts >= ${FAILING_AFTER_ATTEMPTS})::int as failing
-      from public.feedback_outbox where sent_at is null and gave_up_at is null`;
-  return row;
-}
-
 async function checkAuthServer(config: Config): Promise<HealthReport['auth']> {
   if (!config.SUPABASE_URL) return { status: 'not_configured', latencyMs: null };
   const started = performance.now();
@@ -53,12 +40,6 @@ async function checkAuthServer(config: Config): Promise<HealthReport['auth']> {
   }
 }
 
-export function mailProvider(config: Config): 'resend' | 'smtp' | null {
-  if (config.RESEND_API_KEY) return 'resend';
-  if (config.SMTP_URL) return 'smtp';
-  return null;
-}
-
 export async function checkHealth(app: FastifyInstance, config: Config, version: string): Promise<HealthReport> {
   const [database, auth, outbox] = await Promise.all([
     app.db.ping(PROBE_TIMEOUT_MS).then(
@@ -66,10 +47,10 @@ export async function checkHealth(app: FastifyInstance, config: Config, version:
       () => ({ status: 'down' as const, latencyMs: null }),
     ),
     checkAuthServer(config),
-    countPendingNotifications(app.db.sql).catch(() => undefined),
+    app.feedbackOutbox.backlog().catch(() => undefined),
   ]);
-  const provider = mailProvider(config);
-  const emailStatus = outbox === undefined ? 'unknown' : !provider ? 'not_configured' : outbox && outbox.failing > 0 ? 'failing' : 'up';
+  const { provider } = app.feedbackOutbox;
+  const emailStatus = outbox === undefined ? 'unknown' : !provider ? 'not_configured' : outbox.failing > 0 ? 'failing' : 'up';
   return {
     status: database.status === 'down' || auth.status === 'down' ? 'error' : 'ok',
     timestamp: new Date().toISOString(),
@@ -77,7 +58,7 @@ export async function checkHealth(app: FastifyInstance, config: Config, version:
     version,
     database,
     auth,
-    email: { status: emailStatus, provider, pendingOutbox: outbox?.pending ?? null },
+    email: { status: emailStatus, provider, pendingOutbox: outbox?.owed ?? null },
   };
 }
 

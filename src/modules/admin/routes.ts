@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
-import { actorFor } from '../../plugins/auth.ts';
-import { callerOf } from '../users/permissions.ts';
+import { actorFor, callerOf } from '../../plugins/auth.ts';
 import { usersService } from '../users/service.ts';
 import { ListUsersQuerySchema } from '../users/schemas.ts';
 import { checkHealth } from './health.ts';

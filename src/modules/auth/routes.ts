@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { frontendUrl, type Config } from '../../config.ts';
 import { AppError, badRequest, unauthorized } from '../../lib/errors.ts';
+import { MessageResponseSchema } from '../../lib/schemas.ts';
 import { bearerToken } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import {
   LinkBodySchema,
   MeResponseSchema,
-  MessageResponseSchema,
   RefreshBodySchema,
   RefreshResponseSchema,
   ResetPasswordBodySchema,

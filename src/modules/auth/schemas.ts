@@ -1,22 +1,10 @@
 import { z } from 'zod';
+import { EmailSchema, NameSchema, PasswordSchema, requiredString } from '../../lib/schemas.ts';
 
 // Request and response shapes of /api/auth (SPEC section 4). Some SPEC
 // errors carry their own message instead of `Validation failed` (sign in
 // without e-mail or password, reset without e-mail): those fields are
 // optional here and the service answers for them.
-
-const requiredString = (label: string) =>
-  z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) });
-
-export const EmailSchema = requiredString('Email').trim().toLowerCase().pipe(z.email({ error: 'Invalid email format' }).max(254));
-export const PasswordSchema = requiredString('Password')
-  .min(6, { error: 'Password must be at least 6 characters' })
-  // bcrypt, which the auth server uses, reads at most 72 bytes.
-  .refine((value) => Buffer.byteLength(value) <= 72, { error: 'Password must be at most 72 bytes' });
-export const NameSchema = requiredString('Name')
-  .trim()
-  .min(2, { error: 'Name must be at least 2 characters' })
-  .max(100, { error: 'Name must be at most 100 characters' });
 
 export const SignUpBodySchema = z.object({ email: EmailSchema, password: PasswordSchema, name: NameSchema });
 export const SignInBodySchema = z.object({ email: z.string().max(254).optional(), password: z.string().max(1024).optional() });
@@ -56,7 +44,6 @@ export const SignInResponseSchema = z.object({
 });
 
 export const RefreshResponseSchema = z.object({ success: z.literal(true), message: z.string(), data: z.object({ session: SessionSchema }) });
-export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });
 export const MeResponseSchema = z.object({
   success: z.literal(true),
   data: z.object({

@@ -30,6 +30,13 @@ function toSession(session: SupabaseSession): Session {
   };
 }
 
+/** The auth server writes microseconds or nanoseconds; the SPEC's timestamps have milliseconds. */
+function isoTimestamp(value: string | null | undefined): string | null {
+  if (!value) return null;
+  const time = new Date(value);
+  return Number.isNaN(time.getTime()) ? null : time.toISOString();
+}
+
 function displayName(user: SupabaseUser): string {
   const name = user.user_metadata?.name;
   return typeof name === 'string' && name.trim() ? name.trim() : (user.email ?? '').split('@')[0];
@@ -66,7 +73,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       // with an unconfirmed look-alike and no identities; say so as a conflict.
       if (data.user.identities && data.user.identities.length === 0) throw conflict('User with this email already exists');
       return {
-        user: { id: data.user.id, email: data.user.email ?? input.email, name: input.name, createdAt: data.user.created_at ?? null },
+        user: { id: data.user.id, email: data.user.email ?? input.email, name: input.name, createdAt: isoTimestamp(data.user.created_at) },
         session: data.session ? toSession(data.session) : null,
       };
     },
@@ -81,7 +88,7 @@ export function createAuthService(deps: AuthServiceDeps) {
           id: data.user.id,
           email: data.user.email ?? email,
           name: displayName(data.user),
-          lastLogin: data.user.last_sign_in_at ?? null,
+          lastLogin: isoTimestamp(data.user.last_sign_in_at),
         },
         session: toSession(data.session),
       };
@@ -148,10 +155,10 @@ export function createAuthService(deps: AuthServiceDeps) {
     /** Links an identity of `provider` (its OIDC id token) to the caller's account. */
     async linkIdentity(ip: string, accessToken: string, provider: string, token: string) {
       if (!deps.linkProviders.includes(provider)) throw badRequest('Unsupported provider');
-      const { error } = await supabase.forRequest(ip, { accessToken }).auth.linkIdentity({ provider, token });
+      const { error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token });
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
-          identity_already_exists: conflict('Identity is already linked to another account'),
+          identity_already_exists: conflict('Identity is already linked to an account'),
           provider_disabled: badRequest('Unsupported provider'),
           oauth_provider_not_supported: badRequest('Unsupported provider'),
           manual_linking_disabled: badRequest('Identity linking is disabled'),

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { callerOf, requireCaller } from '../users/permissions.ts';
+import { callerOf, requireCaller } from '../../plugins/auth.ts';
 import { SetUserRolesBodySchema, UserRolesParamsSchema, UserRolesResponseSchema } from './schemas.ts';
 import { rolesService } from './service.ts';
 

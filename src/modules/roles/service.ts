@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { conflict, forbidden, notFound } from '../../lib/errors.ts';
 import { actorFor, type AppRole, type Caller } from '../../plugins/auth.ts';
-import { actorLabel, canSetUserRoles, canViewUserRoles } from '../users/permissions.ts';
+import { canSetUserRoles, canViewUserRoles, changedByLabel } from './permissions.ts';
 import { getUserRoles, replaceUserRoles, userExists } from './queries.ts';
 import type { UserRoles } from './schemas.ts';
 
@@ -24,11 +24,11 @@ export function rolesService(app: FastifyInstance) {
     try {
       const { granted, revoked, after } = await app.db.asActor(actorFor(caller), async (tx) => {
         if (!(await userExists(tx, userId))) throw notFound('User not found');
-        const change = await replaceUserRoles(tx, userId, roles, actorLabel(caller));
+        const change = await replaceUserRoles(tx, userId, roles, changedByLabel(caller));
         return { ...change, after: await getUserRoles(tx, userId) };
       });
       if (granted.length > 0 || revoked.length > 0) {
-        log.info({ changedBy: actorLabel(caller), userId, granted, revoked, roles: after }, 'user roles changed');
+        log.info({ changedBy: changedByLabel(caller), userId, granted, revoked, roles: after }, 'user roles changed');
       }
       return { userId, roles: after };
     } catch (error) {

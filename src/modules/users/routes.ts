@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { callerOf, requireCaller } from './permissions.ts';
+import { callerOf, requireCaller } from '../../plugins/auth.ts';
 import {
   CreateUserBodySchema,
   UpdateUserBodySchema,

@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { PaginationQuerySchema } from '../../lib/schemas.ts';
+import { EmailSchema, NameSchema, PasswordSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { APP_ROLES } from '../../plugins/auth.ts';
-import { EmailSchema, NameSchema, PasswordSchema } from '../auth/schemas.ts';
 
 // Shapes of /api/users. A user here is the profile (public.profiles) with
 // the roles assigned in user_roles; the implicit `user` role is not listed.

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { PaginationQuerySchema } from '../../lib/schemas.ts';
 import { unauthorized } from '../../lib/errors.ts';
+import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { actorFor } from '../../plugins/auth.ts';
 import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from './permissions.ts';
 import {
@@ -9,7 +9,6 @@ import {
   CreatedWebsiteResponseSchema,
   CreateWebsiteBodySchema,
   ListWebsitesResponseSchema,
-  MessageResponseSchema,
   UpdateWebsiteBodySchema,
   WebsiteIdParamsSchema,
   WebsiteResponseSchema,

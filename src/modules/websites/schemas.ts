@@ -95,4 +95,3 @@ export const ListWebsitesResponseSchema = z.object({
   pagination: PaginationSchema,
 });
 
-export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });

@@ -7,11 +7,11 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../config.ts';
-import { AppError, forbidden, unauthorized } from '../../../lib/errors.ts';
+import { AppError } from '../../../lib/errors.ts';
 import { bearerToken } from '../../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
-import { authUnavailable, isAuthServerDown } from '../../../plugins/supabase.ts';
 import { cachedHealth, checkHealth } from '../health.ts';
+import { createStatusSessionService } from './session.ts';
 
 // /admin/status: the live dashboard (SPEC section 1), admin only. The page and
 // its assets are plain files in this folder; numbers arrive as server-sent
@@ -58,6 +58,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   ) as Record<string, string>;
   const health = cachedHealth(() => checkHealth(app, config, version));
   const requireAdmin = app.requireRole('admin');
+  const sessions = createStatusSessionService({ supabase: app.supabase, db: app.db, forgetSession: app.forgetSession });
   const streams = new Set<PassThrough>();
   // "kind:userId" → the stop function of each of that admin's open streams, oldest first.
   const openStreams = new Map<string, Set<(reason?: string) => void>>();
@@ -153,35 +154,16 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   app.post(
     '/session',
     { ...inRateLimitGroup(app, 'auth'), schema: { hide: true, body: SignInBodySchema, response: { 200: MessageSchema } } },
-    async (request, reply) => {
-      if (!app.supabase.configured) throw authUnavailable();
-      const client = app.supabase.forRequest(request.ip);
-      const { data, error } = await client.auth.signInWithPassword(request.body);
-      if (error || !data.session) {
-        if (isAuthServerDown(error)) throw authUnavailable();
-        throw unauthorized('Invalid email or password');
-      }
-      const { session } = data;
-      const isAdmin = await app.db.asActor(
-        { role: 'authenticated', claims: { sub: session.user.id, role: 'authenticated', aud: 'authenticated' } },
-        async (tx) => (await tx<{ admin: boolean }[]>`select public.has_role('admin') as admin`)[0].admin,
-      );
-      if (!isAdmin) {
-        await client.auth.signOut({ scope: 'local' }).catch(() => {});
-        throw forbidden();
-      }
-      reply.setCookie(SESSION_COOKIE, session.access_token, sessionCookieOptions(config, session.expires_in));
+    async function signIn(request, reply) {
+      const { accessToken, expiresIn } = await sessions.signInAdmin(request.ip, request.body.email, request.body.password);
+      reply.setCookie(SESSION_COOKIE, accessToken, sessionCookieOptions(config, expiresIn));
       return { success: true as const, message: 'Signed in' };
     },
   );
 
-  app.delete('/session', { schema: { hide: true, response: { 200: MessageSchema } } }, async (request, reply) => {
+  app.delete('/session', { schema: { hide: true, response: { 200: MessageSchema } } }, async function signOut(request, reply) {
     const accessToken = request.cookies[SESSION_COOKIE];
-    if (accessToken && app.supabase.configured) {
-      // Ends the session at the auth server too, so a copied cookie stops working.
-      const { error } = await app.supabase.forRequest(request.ip, { accessToken }).auth.signOut({ scope: 'local' });
-      if (error) request.log.warn({ error: error.message }, 'status sign-out: the auth server refused');
-    }
+    if (accessToken) await sessions.signOut(request.ip, accessToken, request.log);
     reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(config));
     return { success: true as const, message: 'Signed out' };
   });

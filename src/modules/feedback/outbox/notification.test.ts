@@ -1,7 +1,7 @@
 import escapeHtml from 'escape-html';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../config.ts';
+import { parseConfig } from '../../../config.ts';
 import { adminUrl, renderFeedbackNotification, unescapeStoredText } from './notification.ts';
 
 describe('unescapeStoredText', () => {

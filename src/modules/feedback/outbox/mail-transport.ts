@@ -1,6 +1,6 @@
 import { createTransport } from 'nodemailer';
 import { Resend } from 'resend';
-import type { Config } from '../../config.ts';
+import type { Config } from '../../../config.ts';
 
 // How notification e-mails leave: Resend when RESEND_API_KEY is set
 // (production), else SMTP at SMTP_URL (the local sink in development), else
@@ -29,6 +29,8 @@ export class DeliveryError extends Error {
 
 export interface MailTransport {
   readonly name: 'resend' | 'smtp';
+  /** Sends the outbox worker may have in flight at once. */
+  readonly concurrency: number;
   /** Sends once; the key lets the provider drop a repeat of the same message. */
   send(mail: OutgoingMail, idempotencyKey: string): Promise<{ providerMessageId?: string }>;
   close(): void;
@@ -40,6 +42,8 @@ function resendTransport(apiKey: string, baseUrl: string | undefined): MailTrans
   const resend = new Resend(apiKey, { baseUrl: baseUrl ?? RESEND_DEFAULT_BASE_URL, userAgent: 'portfolio-backend' });
   return {
     name: 'resend',
+    // Resend's API allows 2 requests per second by default; more would only earn 429s and retries.
+    concurrency: 2,
     async send(mail, idempotencyKey) {
       const { data, error } = await resend.emails.send(
         { from: mail.from, to: mail.to, subject: mail.subject, html: mail.html, text: mail.text },
@@ -57,15 +61,24 @@ function resendTransport(apiKey: string, baseUrl: string | undefined): MailTrans
   };
 }
 
+/** SMTP connections kept open and used at once. */
+const SMTP_POOL_SIZE = 5;
+
 function smtpTransport(url: string): MailTransport {
   const transporter = createTransport({
     url,
+    // One connection per message was the bottleneck (a TCP and SMTP handshake each);
+    // a pool keeps a few open and reuses them.
+    pool: true,
+    maxConnections: SMTP_POOL_SIZE,
+    maxMessages: Infinity,
     connectionTimeout: SEND_TIMEOUT_MS,
     greetingTimeout: SEND_TIMEOUT_MS,
     socketTimeout: SEND_TIMEOUT_MS,
   });
   return {
     name: 'smtp',
+    concurrency: SMTP_POOL_SIZE,
     async send(mail, idempotencyKey) {
       try {
         // SMTP has no idempotency; a stable Message-ID lets mail systems drop repeats.

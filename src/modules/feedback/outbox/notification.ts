@@ -1,6 +1,6 @@
 import escapeHtml from 'escape-html';
-import type { Config } from '../../config.ts';
-import { frontendUrl } from '../../config.ts';
+import type { Config } from '../../../config.ts';
+import { frontendUrl } from '../../../config.ts';
 
 // The administrators' e-mail about new feedback (SPEC section 6): subject
 // `New Feedback Submission`, the submitter's name and e-mail, rating,

@@ -1,34 +1,45 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Config } from '../../config.ts';
-import type { Sql } from '../../plugins/db.ts';
+import type { Config } from '../../../config.ts';
+import type { Sql } from '../../../plugins/db.ts';
 import { retryDelayMs } from './backoff.ts';
 import { createMailTransport, DeliveryError, type MailTransport, SEND_TIMEOUT_MS } from './mail-transport.ts';
 import { adminUrl, renderFeedbackNotification } from './notification.ts';
 import {
   adminRecipientEmails,
   type ClaimedNotification,
-  claimDueNotification,
-  feedbackForNotification,
+  claimDueNotifications,
+  countOwedNotifications,
   giveUpNotification,
-  markNotificationSent,
+  markNotificationsSent,
   scheduleNotificationRetry,
-} from './outbox-queries.ts';
+} from './queries.ts';
 
 // The worker that empties the feedback outbox (docs/feedback.md): started
-// when the app is ready, stopped before it closes. It claims one due row at
-// a time, sends it, and marks it sent; a failure is retried with exponential
-// backoff until FEEDBACK_OUTBOX_MAX_ATTEMPTS, then the row is kept as given up.
+// when the app is ready, stopped before it closes. It claims a batch of due
+// rows in one statement, sends them a few at a time over the transport's
+// pooled connections, and marks the sent ones in one statement; a failure is
+// retried with exponential backoff until FEEDBACK_OUTBOX_MAX_ATTEMPTS, then
+// the row is kept as given up.
 
-/** How long a claim holds a row: well beyond one send's timeout. */
-export const CLAIM_LEASE_MS = 6 * SEND_TIMEOUT_MS;
+/** Rows claimed at once. */
+export const CLAIM_BATCH = 50;
+/** How long a claim holds its rows: a whole batch sent at the lowest concurrency, with room to spare. */
+export const CLAIM_LEASE_MS = Math.ceil(CLAIM_BATCH / 2) * SEND_TIMEOUT_MS;
+
+/** An owed notification tried this many times means deliveries are failing. */
+export const FAILING_AFTER_ATTEMPTS = 3;
 
 export interface FeedbackOutbox {
+  /** The configured mail provider (Resend or SMTP), whether or not this instance runs the worker. */
+  readonly provider: MailTransport['name'] | null;
   /** Which transport this instance sends with, or null when it sends nothing and rows wait. */
   readonly transport: MailTransport['name'] | null;
   /** Looks for due rows now instead of at the next poll. */
   wake(): void;
+  /** Notifications owed by every instance, and how many keep failing. */
+  backlog(): Promise<{ owed: number; failing: number }>;
 }
 
 declare module 'fastify' {
@@ -51,19 +62,15 @@ function createWorker(sql: Sql, config: Config, transport: MailTransport, log: F
   let wakeRequested = false;
   let stopped = false;
 
-  async function deliver(claim: ClaimedNotification): Promise<void> {
+  /** Sends one claimed notification; a failure is scheduled for retry or given up here. */
+  async function deliver(claim: ClaimedNotification, recipients: () => Promise<string[]>): Promise<string | undefined | null> {
     try {
-      const feedback = await feedbackForNotification(sql, claim.feedbackId);
-      if (!feedback) throw new DeliveryError('feedback row not found', true);
-      const to = config.FEEDBACK_NOTIFY_EMAILS.length > 0 ? config.FEEDBACK_NOTIFY_EMAILS : await adminRecipientEmails(sql);
+      if (!claim.feedback) throw new DeliveryError('feedback row not found', true);
+      const to = await recipients();
       if (to.length === 0) throw new DeliveryError('no recipients: FEEDBACK_NOTIFY_EMAILS is empty and no user has the admin role', false);
-      const mail = { from: config.EMAIL_FROM, to, ...renderFeedbackNotification(feedback, base) };
+      const mail = { from: config.EMAIL_FROM, to, ...renderFeedbackNotification(claim.feedback, base) };
       const { providerMessageId } = await transport.send(mail, idempotencyKeyFor(claim.id, mail));
-      if (await markNotificationSent(sql, claim, providerMessageId)) {
-        log.info({ outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts, transport: transport.name }, 'feedback notification sent');
-      } else {
-        log.warn({ outboxId: claim.id }, 'feedback notification sent after its claim ran out');
-      }
+      return providerMessageId;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const permanent = error instanceof DeliveryError && error.permanent;
@@ -76,15 +83,40 @@ function createWorker(sql: Sql, config: Config, transport: MailTransport, log: F
         log.warn({ ...context, retryInMs: delayMs }, 'feedback notification failed; will retry');
         await scheduleNotificationRetry(sql, claim, delayMs, message);
       }
+      return null;
     }
   }
 
-  /** Sends due rows one by one until none is due or the worker stops. */
+  /** Sends a claimed batch, `transport.concurrency` at a time, then marks the sent ones at once. */
+  async function deliverBatch(claims: ClaimedNotification[]): Promise<void> {
+    // Recipients are looked up once per batch, and only if some row needs them.
+    let recipients: Promise<string[]> | undefined;
+    const lookUpRecipients = () =>
+      (recipients ??= config.FEEDBACK_NOTIFY_EMAILS.length > 0 ? Promise.resolve(config.FEEDBACK_NOTIFY_EMAILS) : adminRecipientEmails(sql));
+    const sent: { claim: ClaimedNotification; providerMessageId?: string }[] = [];
+    let next = 0;
+    const sender = async () => {
+      while (next < claims.length) {
+        const claim = claims[next++];
+        const providerMessageId = await deliver(claim, lookUpRecipients);
+        if (providerMessageId !== null) sent.push({ claim, providerMessageId });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(transport.concurrency, claims.length) }, sender));
+    const marked = await markNotificationsSent(sql, sent);
+    for (const { claim } of sent) {
+      const context = { outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts, transport: transport.name };
+      if (marked.has(claim.id)) log.info(context, 'feedback notification sent');
+      else log.warn(context, 'feedback notification sent after its claim ran out');
+    }
+  }
+
+  /** Sends due rows, batch after batch, until none is due or the worker stops. */
   async function drain(): Promise<void> {
     while (!stopped) {
-      const claim = await claimDueNotification(sql, randomUUID(), CLAIM_LEASE_MS);
-      if (!claim) return;
-      await deliver(claim);
+      const claims = await claimDueNotifications(sql, randomUUID(), CLAIM_LEASE_MS, CLAIM_BATCH);
+      if (claims.length === 0) return;
+      await deliverBatch(claims);
     }
   }
 
@@ -132,8 +164,11 @@ export default fp<{ config: Config }>(
   async function feedbackOutboxPlugin(app: FastifyInstance, { config }) {
     const log = app.log.child({ module: 'feedback-outbox' });
     const transport = createMailTransport(config);
+    const provider = transport?.name ?? null;
+    const backlog = () => countOwedNotifications(app.db.sql, FAILING_AFTER_ATTEMPTS);
     if (!transport || !outboxWorkerEnabled(config)) {
-      app.decorate('feedbackOutbox', { transport: null, wake() {} });
+      transport?.close();
+      app.decorate('feedbackOutbox', { provider, transport: null, wake() {}, backlog });
       app.addHook('onReady', async () =>
         transport
           ? log.info('feedback outbox worker off in this instance (FEEDBACK_OUTBOX_WORKER)')
@@ -142,7 +177,7 @@ export default fp<{ config: Config }>(
       return;
     }
     const worker = createWorker(app.db.sql, config, transport, log);
-    app.decorate('feedbackOutbox', { transport: transport.name, wake: worker.wake });
+    app.decorate('feedbackOutbox', { provider, transport: transport.name, wake: worker.wake, backlog });
     app.addHook('onReady', async () => worker.start());
     // Before onClose, where the database pool closes: the pass in flight ends first.
     app.addHook('preClose', async () => {

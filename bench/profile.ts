@@ -1,0 +1,153 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import autocannon from 'autocannon';
+import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+
+// npm run bench:profile [-- --duration=10 --connections=50]
+//
+// Where a request's CPU time goes: the do-nothing POST route behind every
+// plugin of the app (bench/server.ts) and the same route on a bare Fastify,
+// each under `node --cpu-prof` while autocannon (this process) loads it.
+// Prints self time per request, by package or source file and by function,
+// and writes bench/results/profile.json; the .cpuprofile files can be opened
+// in Chrome DevTools or speedscope for a flame graph.
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const DURATION_S = Number(args.duration ?? 10);
+const CONNECTIONS = Number(args.connections ?? 50);
+const log = (line: string) => console.log(`[bench:profile] ${line}`);
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+  children?: number[];
+}
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** What a frame belongs to: an npm package, one of our source files, Node itself, or V8 (GC, idle, program). */
+function ownerOf(url: string, functionName: string): string {
+  if (!url) return `(${functionName || 'native'})`;
+  const file = url.replace(/^file:\/\//, '');
+  const inModules = file.lastIndexOf('/node_modules/');
+  if (inModules >= 0) {
+    const rest = file.slice(inModules + '/node_modules/'.length).split('/');
+    return rest[0].startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
+  }
+  if (file.startsWith('node:')) return 'node (internals)';
+  if (file.startsWith(ROOT)) return path.relative(ROOT, file);
+  return file;
+}
+
+/** Self time in microseconds, summed by owner and by function. */
+function selfTimes(profile: CpuProfile) {
+  const byId = new Map(profile.nodes.map((node) => [node.id, node]));
+  const self = new Map<number, number>();
+  profile.samples.forEach((id, index) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0)));
+  const byOwner = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  for (const [id, micros] of self) {
+    const { callFrame } = byId.get(id)!;
+    const owner = ownerOf(callFrame.url, callFrame.functionName);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + micros);
+    const where = callFrame.url ? `${owner}:${callFrame.lineNumber + 1}` : owner;
+    const name = `${callFrame.functionName || '(anonymous)'} ${where}`;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + micros);
+  }
+  return { byOwner, byFunction };
+}
+
+async function profileServer(mode: 'bare' | 'app', settings: Record<string, string>, dir: string) {
+  const child: ChildProcess = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(ROOT, 'bench/server.ts'), mode, JSON.stringify(settings)], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let port = 0;
+  for await (const line of createInterface({ input: child.stdout! })) {
+    port = (JSON.parse(line) as { port: number }).port;
+    break;
+  }
+  const url = `http://127.0.0.1:${port}${mode === 'bare' ? '/api/analytics' : '/bench/noop'}`;
+  const body = JSON.stringify({ websiteId: '00000000-0000-0000-0000-000000000000', eventType: 'page_view', page: '/', userAgent: 'Mozilla/5.0', sessionId: 's-1' });
+  const run = (duration: number) =>
+    new Promise<autocannon.Result>((resolve, reject) =>
+      autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json' }, body, connections: CONNECTIONS, duration }, (error, result) =>
+        error ? reject(error) : resolve(result),
+      ),
+    );
+  await run(2);
+  const result = await run(DURATION_S);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+  const file = (await readdir(dir)).find((name) => name.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`${mode}: no .cpuprofile written`);
+  const profile = JSON.parse(await readFile(path.join(dir, file), 'utf8')) as CpuProfile;
+  return { requests: result.requests.total + 0, requestsPerSecond: Math.round(result.requests.average), profile, file: path.join(dir, file) };
+}
+
+function table(entries: Map<string, number>, requests: number, top: number) {
+  return [...entries]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([name, micros]) => ({ name, usPerRequest: Math.round((micros / requests) * 100) / 100 }));
+}
+
+async function main() {
+  const stack = await startStack({ databaseName: uniqueDatabaseName('portfolio_bench_profile'), keepDatabase: false, log });
+  const work = await mkdtemp(path.join(tmpdir(), 'portfolio-profile-'));
+  try {
+    const settings = {
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: stack.databaseUrl,
+      ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
+      SUPABASE_JWT_SECRET: randomBytes(32).toString('hex'),
+      // Production refuses to start without a bot check unless it is turned off by name.
+      CAPTCHA_PROVIDER: 'off',
+      ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
+      RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
+      FEEDBACK_OUTBOX_WORKER: 'false',
+    };
+    const results: Record<string, unknown> = {};
+    for (const mode of ['bare', 'app'] as const) {
+      const dir = path.join(work, mode);
+      await mkdir(dir, { recursive: true });
+      log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under --cpu-prof`);
+      const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir);
+      const { byOwner, byFunction } = selfTimes(profile);
+      const total = [...byOwner.values()].reduce((a, b) => a + b, 0);
+      const idle = byOwner.get('((idle))') ?? 0;
+      const busyPerRequest = Math.round(((total - idle) / requests) * 100) / 100;
+      console.log(`\n${mode === 'bare' ? 'Bare Fastify route' : 'Do-nothing route behind every plugin'}: ${requestsPerSecond} req/s, ${busyPerRequest} µs of CPU per request (idle excluded)`);
+      const owners = table(byOwner, requests, 20).filter((row) => row.name !== '((idle))');
+      console.table(Object.fromEntries(owners.map((row) => [row.name, row.usPerRequest])));
+      const functions = table(byFunction, requests, 25).filter((row) => !row.name.startsWith('((idle))'));
+      console.table(Object.fromEntries(functions.map((row) => [row.name, row.usPerRequest])));
+      results[mode] = { requestsPerSecond, requests, busyMicrosPerRequest: busyPerRequest, byOwner: owners, topFunctions: functions };
+      await mkdir(path.join(ROOT, '.cache/profiles'), { recursive: true });
+      await writeFile(path.join(ROOT, `.cache/profiles/${mode}.cpuprofile`), JSON.stringify(profile));
+    }
+    await writeFile(
+      path.join(ROOT, 'bench/results/profile.json'),
+      `${JSON.stringify({ date: new Date().toISOString(), durationSeconds: DURATION_S, connections: CONNECTIONS, ...results }, null, 2)}\n`,
+    );
+    log('bench/results/profile.json written; flame graphs: .cache/profiles/{bare,app}.cpuprofile (Chrome DevTools, speedscope)');
+  } finally {
+    await rm(work, { recursive: true, force: true });
+    await stack.stop();
+  }
+}
+
+await main();

@@ -1,0 +1,56 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { parse } from 'smol-toml';
+import { ROOT } from './database.ts';
+
+// The [auth] settings of supabase/config.toml, which `supabase start` reads
+// too: the local stack runs Supabase Auth with the same settings.
+
+export interface AuthSettings {
+  siteUrl: string;
+  redirectUrls: string[];
+  jwtExpiry: number;
+  refreshTokenRotation: boolean;
+  refreshTokenReuseInterval: number;
+  signupEnabled: boolean;
+  manualLinking: boolean;
+  minimumPasswordLength: number;
+  emailConfirmations: boolean;
+  secureEmailChange: boolean;
+  recoveryTemplate?: { subject?: string; contentPath: string };
+  rateLimits: { emailSent: number; signInSignUps: number; tokenVerifications: number; tokenRefresh: number };
+}
+
+type Table = Record<string, unknown>;
+const table = (value: unknown): Table => (value && typeof value === 'object' ? (value as Table) : {});
+const number = (value: unknown, fallback: number) => (typeof value === 'number' ? value : fallback);
+const bool = (value: unknown, fallback: boolean) => (typeof value === 'boolean' ? value : fallback);
+
+export async function readAuthSettings(file = path.join(ROOT, 'supabase/config.toml')): Promise<AuthSettings> {
+  const auth = table(parse(await readFile(file, 'utf8')).auth);
+  const email = table(auth.email);
+  const recovery = table(table(email.template).recovery);
+  const limits = table(auth.rate_limit);
+  return {
+    siteUrl: String(auth.site_url ?? 'http://localhost:5173'),
+    redirectUrls: Array.isArray(auth.additional_redirect_urls) ? auth.additional_redirect_urls.map(String) : [],
+    jwtExpiry: number(auth.jwt_expiry, 3600),
+    refreshTokenRotation: bool(auth.enable_refresh_token_rotation, true),
+    refreshTokenReuseInterval: number(auth.refresh_token_reuse_interval, 10),
+    signupEnabled: bool(auth.enable_signup, true),
+    manualLinking: bool(auth.enable_manual_linking, false),
+    minimumPasswordLength: number(auth.minimum_password_length, 6),
+    emailConfirmations: bool(email.enable_confirmations, false),
+    secureEmailChange: bool(email.double_confirm_changes, true),
+    recoveryTemplate:
+      typeof recovery.content_path === 'string'
+        ? { subject: typeof recovery.subject === 'string' ? recovery.subject : undefined, contentPath: path.resolve(ROOT, recovery.content_path) }
+        : undefined,
+    rateLimits: {
+      emailSent: number(limits.email_sent, 30),
+      signInSignUps: number(limits.sign_in_sign_ups, 30),
+      tokenVerifications: number(limits.token_verifications, 30),
+      tokenRefresh: number(limits.token_refresh, 150),
+    },
+  };
+}

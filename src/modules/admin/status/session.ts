@@ -1,0 +1,61 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { decodeJwt } from 'jose';
+import { forbidden, unauthorized } from '../../../lib/errors.ts';
+import type { Database, Tx } from '../../../plugins/db.ts';
+import { authUnavailable, isAuthServerDown, type SupabaseAuth } from '../../../plugins/supabase.ts';
+
+// The dashboard's own sign-in: e-mail and password through the auth server,
+// kept only when the account holds the admin role; and its sign-out, which
+// ends the session at the auth server and in this instance's session cache.
+
+/** Whether the caller of the transaction holds the admin role (row-level security's own test). */
+async function holdsAdminRole(tx: Tx): Promise<boolean> {
+  const [row] = await tx<{ admin: boolean }[]>`select public.has_role('admin') as admin`;
+  return row.admin;
+}
+
+function sessionIdOf(accessToken: string): string | undefined {
+  try {
+    const { session_id: sessionId } = decodeJwt(accessToken);
+    return typeof sessionId === 'string' ? sessionId : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: Database; forgetSession(sessionId: string): void }) {
+  const { supabase, db } = deps;
+
+  /** Signs an admin in; 401 for wrong credentials, 403 (and the session ended) for an account without the role. */
+  async function signInAdmin(ip: string, email: string, password: string): Promise<{ accessToken: string; expiresIn: number }> {
+    if (!supabase.configured) throw authUnavailable();
+    const client = supabase.forRequest(ip);
+    const { data, error } = await client.auth.signInWithPassword({ email, password });
+    if (error || !data.session) {
+      if (isAuthServerDown(error)) throw authUnavailable();
+      throw unauthorized('Invalid email or password');
+    }
+    const { session } = data;
+    const isAdmin = await db.asActor(
+      { role: 'authenticated', claims: { sub: session.user.id, role: 'authenticated', aud: 'authenticated' } },
+      holdsAdminRole,
+    );
+    if (!isAdmin) {
+      await client.auth.admin.signOut(session.access_token, 'local').catch(() => {});
+      throw forbidden();
+    }
+    return { accessToken: session.access_token, expiresIn: session.expires_in };
+  }
+
+  /** Ends the session behind a dashboard cookie, so a copied cookie stops working at once. */
+  async function signOut(ip: string, accessToken: string, log: FastifyBaseLogger): Promise<void> {
+    if (!supabase.configured) return;
+    const { error } = await supabase.forRequest(ip).auth.admin.signOut(accessToken, 'local');
+    if (error) log.warn({ error: error.message }, 'status sign-out: the auth server refused');
+    // Forgetting needs no verified token: it only makes the next use check auth.sessions again.
+    const sessionId = sessionIdOf(accessToken);
+    if (sessionId) deps.forgetSession(sessionId);
+  }
+
+  return { signInAdmin, signOut };
+}

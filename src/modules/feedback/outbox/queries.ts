@@ -1,0 +1,107 @@
+import type { Sql } from '../../../plugins/db.ts';
+import type { NotifiedFeedback } from './notification.ts';
+
+// Elevated queries of the notification outbox: they run on the service's own
+// connection (`app.db.sql`), because the outbox and the admins' addresses are
+// closed to every API role. Only the outbox (worker and backlog) calls them.
+
+export interface ClaimedNotification {
+  id: string;
+  feedbackId: string;
+  /** Tries so far, this one included. */
+  attempts: number;
+  claimToken: string;
+  /** The feedback the e-mail is about; null when it was deleted meanwhile. */
+  feedback: NotifiedFeedback | null;
+}
+
+/**
+ * Claims up to `limit` due notifications for `leaseMs`, with the feedback
+ * each is about, in one statement. Half of the batch is the oldest due rows
+ * (retries and a backlog drain in order), half the newest (a backlog never
+ * holds a new notification back). `for update skip locked` lets concurrent
+ * workers pass over rows another is claiming; moving next_attempt_at to the
+ * end of the lease keeps them theirs while they send, and a worker that dies
+ * mid-send loses its claim when the lease runs out.
+ */
+export async function claimDueNotifications(sql: Sql, claimToken: string, leaseMs: number, limit: number): Promise<ClaimedNotification[]> {
+  const newest = Math.floor(limit / 2);
+  const rows = await sql<{ id: string; feedback_id: string; attempts: number; feedback: NotifiedFeedback | null }[]>`
+    with oldest as (
+      select id from public.feedback_outbox
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now()
+       order by next_attempt_at, id
+       limit ${limit - newest}
+       for update skip locked
+    ), newest as (
+      select id from public.feedback_outbox
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now()
+         and id not in (select id from oldest)
+       order by created_at desc, id
+       limit ${newest}
+       for update skip locked
+    ), claimed as (
+      update public.feedback_outbox o
+         set claim_token = ${claimToken},
+             attempts = o.attempts + 1,
+             next_attempt_at = now() + make_interval(secs => ${leaseMs / 1000})
+       where o.id in (select id from oldest union all select id from newest)
+      returning o.id, o.feedback_id, o.attempts
+    )
+    select c.id, c.feedback_id, c.attempts,
+           case when f.id is null then null else
+             jsonb_build_object('id', f.id, 'name', f.name, 'email', f.email, 'rating', f.rating,
+                                'comment', f.comment, 'category', f.category, 'location', f.location)
+           end as feedback
+      from claimed c left join public.feedback f on f.id = c.feedback_id
+     order by c.attempts, c.id`;
+  return rows.map((row) => ({ id: row.id, feedbackId: row.feedback_id, attempts: row.attempts, claimToken, feedback: row.feedback }));
+}
+
+/** Marks claimed notifications sent in one statement; returns the ids whose claim still held. */
+export async function markNotificationsSent(sql: Sql, sent: { claim: ClaimedNotification; providerMessageId?: string }[]): Promise<Set<string>> {
+  if (sent.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    update public.feedback_outbox o
+       set sent_at = now(), provider_message_id = s.provider_message_id, last_error = null, claim_token = null
+      from (select unnest(${sent.map(({ claim }) => claim.id)}::uuid[]) as id,
+                   unnest(${sent.map(({ claim }) => claim.claimToken)}::uuid[]) as claim_token,
+                   unnest(${sent.map(({ providerMessageId }) => providerMessageId ?? null)}::text[]) as provider_message_id) s
+     where o.id = s.id and o.claim_token = s.claim_token and o.sent_at is null
+    returning o.id`;
+  return new Set(rows.map((row) => row.id));
+}
+
+export async function scheduleNotificationRetry(sql: Sql, claim: ClaimedNotification, delayMs: number, error: string): Promise<void> {
+  await sql`
+    update public.feedback_outbox
+       set next_attempt_at = now() + make_interval(secs => ${delayMs / 1000}), last_error = ${error}, claim_token = null
+     where id = ${claim.id} and claim_token = ${claim.claimToken} and sent_at is null`;
+}
+
+/** Stops retrying; the row stays, with its last error, for an operator to see and requeue. */
+export async function giveUpNotification(sql: Sql, claim: ClaimedNotification, error: string): Promise<void> {
+  await sql`
+    update public.feedback_outbox
+       set gave_up_at = now(), last_error = ${error}, claim_token = null
+     where id = ${claim.id} and claim_token = ${claim.claimToken} and sent_at is null`;
+}
+
+/** E-mail addresses of every user holding the admin role. */
+export async function adminRecipientEmails(sql: Sql): Promise<string[]> {
+  const rows = await sql<{ email: string }[]>`
+    select distinct p.email
+      from public.user_roles r
+      join public.profiles p on p.id = r.user_id
+     where r.role = 'admin' and p.email <> ''
+     order by p.email`;
+  return rows.map((row) => row.email);
+}
+
+/** Notifications still owed, and how many of them have failed at least `failingAfter` times. */
+export async function countOwedNotifications(sql: Sql, failingAfter: number): Promise<{ owed: number; failing: number }> {
+  const [row] = await sql<{ owed: number; failing: number }[]>`
+    select count(*)::int as owed, count(*) filter (where attempts >= ${failingAfter})::int as failing
+      from public.feedback_outbox where sent_at is null and gave_up_at is null`;
+  return row;
+}

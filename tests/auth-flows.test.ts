@@ -1,0 +1,276 @@
+import type { FastifyInstance } from 'fastify';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
+import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp, uniqueEmail } from './support/real-auth.ts';
+
+// Every /api/auth route of SPEC section 4 and every error of section 7,
+// against the real Supabase Auth server of this run's stack, over HTTP to a
+// real `node src/server.ts` process. At the end the process must still be
+// serving and must have logged no unhandled rejection.
+
+const auth = realAuth();
+const ISO_MILLIS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
+  let server: ServerProcess;
+  let sql: postgres.Sql;
+  let base: string;
+  const post = (path: string, body?: unknown, token?: string) => call(base, 'POST', path, { body, token });
+  const me = (token: string) => call(base, 'GET', '/api/auth/me', { token });
+
+  beforeAll(async () => {
+    server = await startServerProcess(inject('stack').databaseUrl, {
+      ...realAuthEnv(auth!),
+      RATE_LIMIT_AUTH_PER_MIN: '1000',
+      RATE_LIMIT_RESET_PER_MIN: '1000',
+    });
+    base = server.baseUrl;
+    sql = postgres(inject('stack').databaseUrl, { max: 2, onnotice: () => {} });
+  }, 60_000);
+  afterAll(async () => {
+    await server?.stop();
+    await sql?.end();
+  });
+
+  it('sign up: 201 with the user and a session; the profile row is made by the trigger', async () => {
+    const email = uniqueEmail('signup');
+    const answer = await post('/api/auth/signup', { email, password: 'secret1', name: 'Ada Lovelace' });
+    expect(answer.status).toBe(201);
+    expect(answer.body).toMatchObject({ success: true, message: expect.any(String) });
+    const { user, session } = answer.body.data;
+    expect(user).toEqual({ id: expect.any(String), email, name: 'Ada Lovelace', createdAt: expect.stringMatching(ISO_MILLIS) });
+    expect(session).toEqual({ accessToken: expect.any(String), refreshToken: expect.any(String), expiresIn: 3600, tokenType: 'bearer' });
+    const [profile] = await sql`select email, name, created_at from public.profiles where id = ${user.id}`;
+    expect(profile).toMatchObject({ email, name: 'Ada Lovelace' });
+    expect(profile.created_at.toISOString()).toBe(user.createdAt);
+  });
+
+  it('sign up with a registered e-mail (in any case) is 409; bad fields are 400 with details', async () => {
+    const account = await signUp(base, 'duplicate');
+    for (const email of [account.email, account.email.toUpperCase()]) {
+      const answer = await post('/api/auth/signup', { email, password: 'secret1', name: 'Someone Else' });
+      expect(answer.status).toBe(409);
+      expect(answer.body).toEqual({ success: false, error: 'User with this email already exists', statusCode: 409 });
+    }
+    const invalid = await post('/api/auth/signup', { email: 'nope', password: '123', name: 'A' });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error).toBe('Validation failed');
+    expect(invalid.body.details.email).toContain('Invalid email format');
+    expect(invalid.body.details.password).toContain('Password must be at least 6 characters');
+  });
+
+  it('sign in: 200 with lastLogin; a wrong password or an unknown e-mail is 401; missing fields 400', async () => {
+    const account = await signUp(base, 'signin', 'Grace Hopper');
+    const answer = await post('/api/auth/signin', { email: account.email, password: account.password });
+    expect(answer.status).toBe(200);
+    expect(answer.body.data.user).toEqual({ id: account.id, email: account.email, name: 'Grace Hopper', lastLogin: expect.stringMatching(ISO_MILLIS) });
+    expect(Date.now() - Date.parse(answer.body.data.user.lastLogin)).toBeLessThan(60_000);
+    expect(answer.body.data.session).toMatchObject({ expiresIn: 3600, tokenType: 'bearer' });
+
+    for (const body of [
+      { email: account.email, password: 'wrong-password' },
+      { email: uniqueEmail('nobody'), password: 'secret1' },
+    ]) {
+      const refused = await post('/api/auth/signin', body);
+      expect(refused.status).toBe(401);
+      expect(refused.body).toEqual({ success: false, error: 'Invalid email or password', statusCode: 401 });
+    }
+    const missing = await post('/api/auth/signin', { email: account.email });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error).toBe('Email and password are required');
+  });
+
+  it('me: the profile with createdAt, lastLogin and roles; 401 without a valid token', async () => {
+    const account = await signUp(base, 'me', 'Alan Turing');
+    await post('/api/auth/signin', { email: account.email, password: account.password });
+    const answer = await me(account.accessToken);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({
+      success: true,
+      data: {
+        id: account.id,
+        email: account.email,
+        name: 'Alan Turing',
+        createdAt: expect.stringMatching(ISO_MILLIS),
+        lastLogin: expect.stringMatching(ISO_MILLIS),
+        roles: ['user'],
+      },
+    });
+    const refused = await call(base, 'GET', '/api/auth/me');
+    expect(refused.status).toBe(401);
+    expect(refused.body).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+  });
+
+  it('refresh rotates the tokens; an older refresh token used again is refused, and the whole session with it', { timeout: 40_000 }, async () => {
+    const account = await signUp(base, 'refresh');
+    const first = await post('/api/auth/refresh', { refreshToken: account.refreshToken });
+    expect(first.status).toBe(200);
+    expect(first.body.data.session).toMatchObject({ expiresIn: 3600, tokenType: 'bearer' });
+    const second = await post('/api/auth/refresh', { refreshToken: first.body.data.session.refreshToken });
+    expect(second.status).toBe(200);
+    const generations = [account.refreshToken, first.body.data.session.refreshToken, second.body.data.session.refreshToken];
+    expect(new Set(generations).size).toBe(3);
+    expect((await me(second.body.data.session.accessToken)).status).toBe(200);
+
+    // supabase/config.toml allows reuse within refresh_token_reuse_interval (10 s), for
+    // clients racing themselves. After it, the auth server still answers the parent of
+    // the active token with the active token (a client that lost the answer), but an
+    // older one means theft: refused, and the session ends.
+    await new Promise((resolve) => setTimeout(resolve, 11_000));
+    const parent = await post('/api/auth/refresh', { refreshToken: generations[1] });
+    expect(parent.status).toBe(200);
+    expect(parent.body.data.session.refreshToken).toBe(generations[2]);
+
+    const stolen = await post('/api/auth/refresh', { refreshToken: generations[0] });
+    expect(stolen.status).toBe(401);
+    expect(stolen.body).toEqual({ success: false, error: 'Invalid or expired refresh token', statusCode: 401 });
+    // Every refresh token of the session is revoked. (The auth server still honours a token
+    // for the reuse interval after its revocation, so the current one dies 10 s later.)
+    const family = await sql`
+      select bool_and(revoked) as all_revoked, count(*)::int as tokens from auth.refresh_tokens
+      where session_id = (select session_id from auth.refresh_tokens where token = ${generations[2]})`;
+    expect(family[0]).toEqual({ all_revoked: true, tokens: 3 });
+  });
+
+  it('sign out: the access token is refused at once, its refresh token too; a second sign-out is "No active session"', async () => {
+    const account = await signUp(base, 'signout');
+    expect((await me(account.accessToken)).status).toBe(200);
+    const answer = await post('/api/auth/signout', undefined, account.accessToken);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toMatchObject({ success: true, message: expect.any(String) });
+
+    expect((await me(account.accessToken)).status).toBe(401);
+    expect((await post('/api/auth/refresh', { refreshToken: account.refreshToken })).status).toBe(401);
+    const again = await post('/api/auth/signout', undefined, account.accessToken);
+    expect(again.status).toBe(401);
+    expect(again.body).toEqual({ success: false, error: 'No active session', statusCode: 401 });
+    expect((await post('/api/auth/signout')).body.error).toBe('No active session');
+  });
+
+  it('a session signed out on one instance is refused by another within its 5 s session-check cache', { timeout: 20_000 }, async () => {
+    const other: FastifyInstance = await buildTestApp(realAuthEnv(auth!));
+    try {
+      const account = await signUp(base, 'two-instances');
+      const meOnOther = () => other.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${account.accessToken}` } });
+      expect((await meOnOther()).statusCode).toBe(200); // now cached as alive on the other instance
+      expect((await post('/api/auth/signout', undefined, account.accessToken)).status).toBe(200);
+      const signedOutAt = Date.now();
+      await expect.poll(async () => (await meOnOther()).statusCode, { timeout: 7_000, interval: 250 }).toBe(401);
+      expect(Date.now() - signedOutAt).toBeLessThan(6_500);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('reset: the e-mail reaches the sink, its token sets a new password once, the old password is refused and every session ends', { timeout: 30_000 }, async () => {
+    const account = await signUp(base, 'reset');
+    const unknown = await post('/api/auth/reset-password', { email: uniqueEmail('unknown') });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body).toEqual({ success: false, error: 'No user found with this email', statusCode: 404 });
+    expect((await post('/api/auth/reset-password', {})).body.error).toBe('Email is required');
+
+    const asked = await post('/api/auth/reset-password', { email: account.email });
+    expect(asked.status).toBe(200);
+    expect(asked.body).toMatchObject({ success: true, message: expect.any(String) });
+    await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
+    const [mail] = await messagesTo(account.email);
+    expect(mail.subject).toBe('Reset your password');
+    const link = mail.html.match(/href="([^"]+)"/)?.[1] ?? '';
+    expect(link).toMatch(/^http:\/\/localhost:5173\/reset-password\?token=[0-9a-f]+$/);
+    const token = new URL(link).searchParams.get('token')!;
+
+    const short = await post('/api/auth/update-password', { token, newPassword: '12345' });
+    expect(short.status).toBe(400);
+    expect(short.body.error).toBe('Password must be at least 6 characters');
+    expect((await post('/api/auth/update-password', { token: 'not-a-token', newPassword: 'another-secret' })).body).toEqual({
+      success: false,
+      error: 'Invalid or expired reset token',
+      statusCode: 400,
+    });
+
+    const updated = await post('/api/auth/update-password', { token, newPassword: 'brand-new-secret' });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toMatchObject({ success: true, message: expect.any(String) });
+    expect((await post('/api/auth/signin', { email: account.email, password: account.password })).status).toBe(401);
+    expect((await post('/api/auth/signin', { email: account.email, password: 'brand-new-secret' })).status).toBe(200);
+    // Every session that existed before the reset has ended.
+    await expect.poll(async () => (await me(account.accessToken)).status, { timeout: 7_000 }).toBe(401);
+    expect((await post('/api/auth/refresh', { refreshToken: account.refreshToken })).status).toBe(401);
+    // The token works once.
+    expect((await post('/api/auth/update-password', { token, newPassword: 'third-secret' })).status).toBe(400);
+  });
+
+  it('link: an id token of the OIDC issuer links a keycloak identity; another account cannot take it (409); garbage is 400', { timeout: 30_000 }, async () => {
+    const owner = await signUp(base, 'link-owner');
+    const idpEmail = uniqueEmail('idp');
+    const linked = await post('/api/auth/link', { provider: 'keycloak', token: await idTokenFor(auth!, idpEmail) }, owner.accessToken);
+    expect(linked.status).toBe(200);
+    expect(linked.body).toMatchObject({ success: true, message: expect.any(String) });
+    const identities = await sql`select provider, identity_data->>'email' as email from auth.identities where user_id = ${owner.id} order by provider`;
+    expect(identities).toEqual([
+      { provider: 'email', email: owner.email },
+      { provider: 'keycloak', email: idpEmail },
+    ]);
+    // The caller's own token still works after linking.
+    expect((await me(owner.accessToken)).status).toBe(200);
+
+    const other = await signUp(base, 'link-other');
+    const taken = await post('/api/auth/link', { provider: 'keycloak', token: await idTokenFor(auth!, idpEmail) }, other.accessToken);
+    expect(taken.status).toBe(409);
+    expect(taken.body).toEqual({ success: false, error: 'Identity is already linked to an account', statusCode: 409 });
+
+    const garbage = await post('/api/auth/link', { provider: 'keycloak', token: 'garbage' }, other.accessToken);
+    expect(garbage.status).toBe(400);
+    expect(garbage.body).toEqual({ success: false, error: 'Invalid provider token', statusCode: 400 });
+    const unsupported = await post('/api/auth/link', { provider: 'myspace', token: 'x' }, other.accessToken);
+    expect(unsupported.status).toBe(400);
+    expect(unsupported.body.error).toBe('Unsupported provider');
+    expect((await post('/api/auth/link', { provider: 'keycloak', token: 'x' })).status).toBe(401);
+    expectRunning(server);
+    expect((await me(other.accessToken)).status).toBe(200);
+  });
+
+  it('after all of it the server process is still serving and logged no unhandled rejection', async () => {
+    expectRunning(server);
+    expect((await fetch(`${base}/health`)).status).toBe(200);
+    expect(server.output()).not.toMatch(/unhandled|uncaught|AuthSessionMissingError/i);
+  });
+});
+
+describe.runIf(auth)("the auth server's own per-IP limits count our clients, not our server", () => {
+  it('a client whose address used up the sign-up budget is refused with 429; another client is not', { timeout: 30_000 }, async () => {
+    const app = await buildTestApp(realAuthEnv(auth!));
+    try {
+      const crowded = '203.0.113.7';
+      // The auth server allows a burst of 30 sign-ups per address (then one per 10 s);
+      // use it up for one address straight at the gateway, as that client would,
+      // until the auth server itself refuses.
+      let directlyRefused = false;
+      for (let i = 0; i < 40 && !directlyRefused; i += 1) {
+        const direct = await fetch(`${auth!.url}/auth/v1/signup`, {
+          method: 'POST',
+          headers: { apikey: auth!.anonKey, 'content-type': 'application/json', 'x-forwarded-for': crowded },
+          // Counted before the password is checked, so no account is made.
+          body: JSON.stringify({ email: uniqueEmail('burst'), password: 'x' }),
+        });
+        directlyRefused = direct.status === 429;
+      }
+      expect(directlyRefused).toBe(true);
+      const signup = (remoteAddress: string) =>
+        app.inject({
+          method: 'POST',
+          url: '/api/auth/signup',
+          remoteAddress,
+          payload: { email: uniqueEmail('per-ip'), password: 'secret1', name: 'Per Ip' },
+        });
+      const refused = await signup(crowded);
+      expect(refused.statusCode).toBe(429);
+      expect(refused.json()).toMatchObject({ success: false, error: 'Too many requests. Please try again later.', statusCode: 429 });
+      expect((await signup('198.51.100.23')).statusCode).toBe(201);
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,91 @@
+import type { FastifyInstance } from 'fastify';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+import { call, realAuth, realAuthEnv, type SignedUp, signUp, uniqueEmail } from './support/real-auth.ts';
+
+// Real Supabase sessions on the role-guarded routes, over HTTP: a signed-in
+// user without a role gets 403, roles granted by an admin through the API
+// take effect, and the admin routes that call the auth server (creating an
+// account, changing an e-mail) work against it.
+
+const auth = realAuth();
+
+describe.runIf(auth)('real sessions and roles', () => {
+  let app: FastifyInstance;
+  let sql: postgres.Sql;
+  let base: string;
+  let admin: SignedUp;
+
+  beforeAll(async () => {
+    app = await buildTestApp(realAuthEnv(auth!));
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+    sql = postgres(inject('stack').databaseUrl, { max: 2, onnotice: () => {} });
+    // The first admin is made the way `npm run grant-role` makes one.
+    admin = await signUp(base, 'roles-admin', 'Root Admin');
+    await sql`insert into public.user_roles (user_id, role) values (${admin.id}, 'admin')`;
+  }, 60_000);
+  afterAll(async () => {
+    await app?.close();
+    await sql?.end();
+  });
+
+  const grant = (userId: string, roles: string[]) => call(base, 'POST', `/api/userRoles/${userId}`, { token: admin.accessToken, body: { roles } });
+
+  it('a signed-in user without a role: 403 on reader, writer and admin routes; 200 on their own records', async () => {
+    const user = await signUp(base, 'roles-none');
+    for (const [method, path] of [
+      ['GET', '/api/websites'],
+      ['GET', '/api/feedback/get-feedback'],
+      ['GET', '/api/admin/users'],
+      ['GET', '/api/analytics?websiteId=00000000-0000-0000-0000-000000000000'],
+    ] as const) {
+      const answer = await call(base, method, path, { token: user.accessToken });
+      expect(answer.status, `${method} ${path}`).toBe(403);
+      expect(answer.body).toMatchObject({ success: false, statusCode: 403 });
+    }
+    expect((await call(base, 'GET', '/api/users/me', { token: user.accessToken })).body.data).toMatchObject({ id: user.id, email: user.email });
+    expect((await call(base, 'GET', `/api/userRoles/${user.id}`, { token: user.accessToken })).body.data).toEqual({ userId: user.id, roles: [] });
+    // Nobody grants themself a role.
+    expect((await call(base, 'POST', `/api/userRoles/${user.id}`, { token: user.accessToken, body: { roles: ['admin'] } })).status).toBe(403);
+    expect((await call(base, 'GET', `/api/users/${admin.id}`, { token: user.accessToken })).status).toBe(403);
+  });
+
+  it('roles granted by an admin take effect: a viewer reads websites, an editor creates them, neither deletes', { timeout: 20_000 }, async () => {
+    const viewer = await signUp(base, 'roles-viewer');
+    const editor = await signUp(base, 'roles-editor');
+    expect((await grant(viewer.id, ['viewer'])).status).toBe(200);
+    expect((await grant(editor.id, ['editor'])).status).toBe(200);
+
+    await expect.poll(async () => (await call(base, 'GET', '/api/websites', { token: viewer.accessToken })).status, { timeout: 7_000 }).toBe(200);
+    const site = { name: 'Portfolio', domain: `site-${Date.now()}.example.com` };
+    expect((await call(base, 'POST', '/api/websites', { token: viewer.accessToken, body: site })).status).toBe(403);
+    // Roles are read with the session check, cached for up to 5 s.
+    await expect.poll(async () => (await call(base, 'POST', '/api/websites', { token: editor.accessToken, body: site })).status, { timeout: 7_000 }).toBe(201);
+    const [row] = await sql`select id from public.websites where domain = ${site.domain}`;
+    expect((await call(base, 'DELETE', `/api/websites/${row.id}`, { token: editor.accessToken })).status).toBe(403);
+    expect((await call(base, 'DELETE', `/api/websites/${row.id}`, { token: admin.accessToken })).status).toBe(200);
+
+    const me = await call(base, 'GET', '/api/auth/me', { token: editor.accessToken });
+    expect(me.body.data.roles).toEqual(['user', 'editor']);
+  });
+
+  it('an admin creates an account through the auth server, and changes its e-mail; the profile follows', async () => {
+    const email = uniqueEmail('created');
+    const created = await call(base, 'POST', '/api/users', { token: admin.accessToken, body: { email, password: 'created-secret', name: 'New Person' } });
+    expect(created.status).toBe(201);
+    expect(created.body.data).toMatchObject({ email, name: 'New Person' });
+    const id = created.body.data.id;
+    expect((await call(base, 'POST', '/api/auth/signin', { body: { email, password: 'created-secret' } })).status).toBe(200);
+    expect((await call(base, 'POST', '/api/users', { token: admin.accessToken, body: { email, password: 'created-secret', name: 'Twice' } })).status).toBe(409);
+
+    const newEmail = uniqueEmail('renamed');
+    const changed = await call(base, 'PUT', `/api/users/${id}`, { token: admin.accessToken, body: { email: newEmail } });
+    expect(changed.status).toBe(200);
+    expect(changed.body.data.email).toBe(newEmail);
+    const [profile] = await sql`select email from public.profiles where id = ${id}`;
+    expect(profile.email).toBe(newEmail);
+    expect((await call(base, 'POST', '/api/auth/signin', { body: { email: newEmail, password: 'created-secret' } })).status).toBe(200);
+    expect((await call(base, 'POST', '/api/auth/signin', { body: { email, password: 'created-secret' } })).status).toBe(401);
+  });
+});

@@ -1,0 +1,10 @@
+// The suites that need a real Supabase Auth server. Without one (see
+// SUPABASE_AUTH_BIN in the README) they do not run, and `npm test` says so
+// in one line naming them.
+
+export const AUTH_SUITES = [
+  'tests/auth-flows.test.ts',
+  'tests/auth-outage.test.ts',
+  'tests/auth-roles.test.ts',
+  'the dashboard sign-in of tests/admin-status.test.ts',
+];

@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import { inject } from 'vitest';
+import { issueIdToken } from '../../scripts/stack/oidc-issuer.ts';
+import type { RealAuth } from './global-setup.ts';
+
+// Helpers for the suites that run against the real Supabase Auth server of
+// this run's stack (null when no binary was found: those suites do not run).
+
+export function realAuth(): RealAuth | null {
+  return inject('stack').auth;
+}
+
+/** The settings that point an app or a server process at the real auth server. */
+export function realAuthEnv(auth: RealAuth): Record<string, string> {
+  return { SUPABASE_URL: auth.url, SUPABASE_ANON_KEY: auth.anonKey, SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey };
+}
+
+export function uniqueEmail(label: string): string {
+  return `${label}-${randomBytes(5).toString('hex')}@example.com`;
+}
+
+/** An id token for `email` from the stack's OIDC issuer (the `keycloak` provider), via its code flow. */
+export function idTokenFor(auth: RealAuth, email: string): Promise<string> {
+  return issueIdToken(auth.oidc, auth.oidc.redirectUri, email);
+}
+
+export interface SinkMessage {
+  to: string[];
+  subject: string;
+  html: string;
+  text: string;
+}
+
+/** Messages the stack's SMTP sink has received for `email`. */
+export async function messagesTo(email: string): Promise<SinkMessage[]> {
+  const response = await fetch(`${inject('stack').mailApiUrl}/messages`);
+  const messages = (await response.json()) as SinkMessage[];
+  return messages.filter((message) => message.to.includes(email));
+}
+
+export interface HttpAnswer {
+  status: number;
+  /** Whatever JSON the route answered; each test asserts its shape. */
+  body: any;
+}
+
+/** A JSON request against a running server, optionally with a bearer token. */
+export async function call(baseUrl: string, method: string, path: string, options: { token?: string; body?: unknown } = {}): Promise<HttpAnswer> {
+  const headers: Record<string, string> = {};
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  const response = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+export interface SignedUp {
+  id: string;
+  email: string;
+  password: string;
+  accessToken: string;
+  refreshToken: string;
+}
+
+/** Signs a new account up through our API and returns its session. */
+export async function signUp(baseUrl: string, label: string, name = 'Test User'): Promise<SignedUp> {
+  const email = uniqueEmail(label);
+  const password = `pw-${randomBytes(6).toString('hex')}`;
+  const answer = await call(baseUrl, 'POST', '/api/auth/signup', { body: { email, password, name } });
+  if (answer.status !== 201) throw new Error(`sign-up of ${email} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  const { user, session } = answer.body.data;
+  return { id: user.id, email, password, accessToken: session.accessToken, refreshToken: session.refreshToken };
+}
