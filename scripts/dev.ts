@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { asLoginRole } from '../src/lib/database-url.ts';
 import { AUTH_BIN_VARIABLE, findAuthBinary } from './stack/auth-server.ts';
 import { ROOT } from './stack/database.ts';
 import { startStack, type Stack } from './stack/index.ts';
@@ -74,7 +75,10 @@ async function main() {
     env.SUPABASE_JWT_SECRET ??= secrets.SUPABASE_JWT_SECRET;
     env.ADMIN_JWT_SECRET ??= secrets.ADMIN_JWT_SECRET;
     env.ANALYTICS_SALT_SECRET ??= secrets.ANALYTICS_SALT_SECRET;
-    env.DATABASE_URL ??= stack.databaseUrl;
+    // The API logs in as `authenticator` (only anon, authenticated, service_role);
+    // the stack migrated as the owner, and owner-level scripts use DATABASE_OWNER_URL.
+    env.DATABASE_URL ??= asLoginRole(stack.databaseUrl);
+    env.DATABASE_OWNER_URL ??= stack.databaseUrl;
     env.SMTP_URL ??= `smtp://127.0.0.1:${stack.mail.smtpPort}`;
     // A fresh local database has no admin yet: notifications go to this address in the sink.
     env.FEEDBACK_NOTIFY_EMAILS ??= 'admin@portfolio.local';

@@ -9,7 +9,8 @@ if (!email || !role || !ROLES.includes(role)) {
   console.error(`usage: npm run grant-role -- <email> <${ROLES.join('|')}>`);
   process.exit(2);
 }
-const url = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
+// An operator's tool: it writes as the owner, not as the API's login role.
+const url = process.env.DATABASE_OWNER_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
 const sql = postgres(url, { max: 1, onnotice: () => {} });
 try {
   const [profile] = await sql`select id from public.profiles where lower(email) = lower(${email})`;

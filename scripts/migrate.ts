@@ -1,12 +1,13 @@
 import { applyMigrations } from './stack/database.ts';
 
-// `npm run migrate`: applies supabase/migrations to DATABASE_URL, recording
+// `npm run migrate`: applies supabase/migrations as the owner, to
+// DATABASE_OWNER_URL (or DATABASE_URL when that is the owner's), recording
 // them where the Supabase CLI does. For a hosted project `supabase db push`
-// does the same from the CLI.
+// does the same from the CLI. The API itself logs in with less (README, Least privilege).
 
-const url = process.env.DATABASE_URL;
+const url = process.env.DATABASE_OWNER_URL ?? process.env.DATABASE_URL;
 if (!url) {
-  console.error('DATABASE_URL is not set.');
+  console.error('DATABASE_OWNER_URL (or DATABASE_URL) is not set.');
   process.exit(2);
 }
 const applied = await applyMigrations(url);

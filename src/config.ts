@@ -66,7 +66,12 @@ export const ConfigSchema = z.object({
   CORS_ORIGIN: z.url().default('http://localhost:5173'),
   FRONTEND_URL: optionalString.pipe(z.url().optional()),
 
+  // A login role that can only switch to anon, authenticated and service_role
+  // (plugins/db.ts refuses the owner or a superuser in production).
   DATABASE_URL: z.string().min(1),
+  // The owner's connection, for scripts/migrate.ts and scripts/grant-role.ts
+  // only (they read it themselves); the API never connects with it.
+  DATABASE_OWNER_URL: optionalString,
   DATABASE_POOL_MAX: positiveInt(10),
   // Past either deadline the caller gets 503 instead of waiting behind a slow
   // query or a held lock (plugins/db.ts).

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, inject, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 
@@ -94,7 +95,7 @@ describe('production configuration', () => {
   it('npm start without NODE_ENV but with every secret runs as production: HSTS on', async () => {
     const port = 41_000 + Math.floor(Math.random() * 9_000);
     const server = startServer({
-      DATABASE_URL: inject('stack').databaseUrl,
+      DATABASE_URL: asLoginRole(inject('stack').databaseUrl),
       PORT: String(port),
       LOG_LEVEL: 'error',
       FEEDBACK_OUTBOX_WORKER: 'false',

@@ -92,11 +92,7 @@ export default fp<AuthPluginOptions>(
       const cached = seenAlive.has(sessionId);
       const [row] = await app.db.bounded(app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
         select
-          ${cached}::boolean or exists (
-            select 1 from auth.sessions
-             where id = ${sessionId}::uuid and user_id = ${userId}::uuid
-               and (not_after is null or not_after > now())
-          ) as active,
+          ${cached}::boolean or public.session_is_open(${userId}::uuid, ${sessionId}::uuid) as active,
           coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`);
       if (row.active && !cached) seenAlive.add(sessionId, sessionCacheMs);
       return row;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import postgres from 'postgres';
-import type { Config } from '../config.ts';
+import { ConfigError, type Config } from '../config.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
@@ -10,6 +10,9 @@ import { shutdownBudget } from '../lib/shutdown-budget.ts';
 // (elevated) rights and is only used by service operations that say so.
 
 export type Sql = postgres.Sql;
+
+/** What `db.sql` runs as: Supabase's service role (bypasses RLS, owns nothing, no DDL). */
+export const ELEVATED_ROLE = 'service_role';
 export type Tx = postgres.TransactionSql;
 
 /** Whom a query acts for: the API roles Supabase defines. */
@@ -54,7 +57,10 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
     onnotice: () => {},
     // The session default, for the elevated paths; asActor sets it again per
     // transaction because a role's own statement_timeout is not applied on SET ROLE.
-    connection: { application_name: 'portfolio-backend', statement_timeout: statementTimeoutMs },
+    // The session's own role is service_role, the elevated path: the login
+    // role itself (authenticator) holds nothing, and asActor switches to
+    // anon or authenticated per transaction.
+    connection: { application_name: 'portfolio-backend', statement_timeout: statementTimeoutMs, role: ELEVATED_ROLE },
   });
   const statementTimeout = `${statementTimeoutMs}ms`;
 
@@ -126,6 +132,29 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   return { sql, asActor, bounded, ping, close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }) };
 }
 
+/**
+ * Why DATABASE_URL's login is too strong for the data path (a superuser, or
+ * the owner of the schema), or undefined. A database that does not answer
+ * within 2 s is not judged here: /health reports it.
+ */
+async function ownerOrSuperuserLogin(db: Database): Promise<string | undefined> {
+  const facts = db.sql<{ login: string; superuser: boolean; owner: boolean }[]>`
+    select session_user as login,
+           coalesce((select rolsuper from pg_roles where rolname = session_user), false) as superuser,
+           pg_has_role(session_user, (select nspowner from pg_namespace where nspname = 'public'), 'MEMBER') as owner`;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 2_000)));
+  facts.catch(() => {});
+  const rows = await Promise.race([facts.catch(() => undefined), late]);
+  clearTimeout(timer);
+  const row = rows?.[0];
+  if (!row || (!row.superuser && !row.owner)) return undefined;
+  return (
+    `DATABASE_URL connects as ${row.login}, ${row.superuser ? 'a superuser' : 'the owner of the schema'}; ` +
+    'connect as a login role that can only switch to anon, authenticated and service_role (README, Least privilege)'
+  );
+}
+
 declare module 'fastify' {
   interface FastifyInstance {
     db: Database;
@@ -140,6 +169,13 @@ export default fp<{ config: Config }>(
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
     });
     app.decorate('db', db);
+    app.addHook('onReady', async () => {
+      const problem = await ownerOrSuperuserLogin(db);
+      if (!problem) return;
+      // Production refuses it; elsewhere (a developer's own database) it is a warning.
+      if (config.NODE_ENV === 'production') throw new ConfigError(`Invalid configuration: ${problem}`);
+      app.log.warn(problem);
+    });
     app.addHook('onClose', async () => db.close(shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).closeMs));
   },
   { name: 'db' },

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp } from '../../src/app.ts';
 import { type Config, type ConfigInput, parseConfig } from '../../src/config.ts';
+import { asLoginRole } from '../../src/lib/database-url.ts';
 
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './secrets.ts';
 
@@ -11,7 +12,7 @@ export { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET };
 /** Config for a test app against this run's stack; limits are high unless a test lowers them. */
 export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>> = {}): Config {
   const stack = inject('stack');
-  return parseConfig({
+  const config = {
     NODE_ENV: 'test',
     LOG_LEVEL: 'silent',
     DATABASE_URL: stack.databaseUrl,
@@ -27,7 +28,9 @@ export function testConfig(overrides: Partial<Record<keyof ConfigInput, string>>
       ? { ANALYTICS_SALT_SECRET: 'test-analytics-salt-secret-0123456789abcdef', CAPTCHA_PROVIDER: 'off' }
       : {}),
     ...overrides,
-  });
+  };
+  // The app connects as the API's login role, never as the owner the stack migrates with.
+  return parseConfig({ ...config, DATABASE_URL: config.DATABASE_URL && asLoginRole(config.DATABASE_URL) });
 }
 
 /**

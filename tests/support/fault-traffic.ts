@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { expect } from 'vitest';
+import { asLoginRole } from '../../src/lib/database-url.ts';
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './app.ts';
 import { feedbackBody } from './feedback-fixtures.ts';
 
@@ -106,7 +107,8 @@ export async function startServerProcess(databaseUrl: string, extraEnv: Record<s
       LOG_LEVEL: 'error',
       HOST: '127.0.0.1',
       PORT: String(port),
-      DATABASE_URL: databaseUrl,
+      // The API's login role; the stack migrated as the owner.
+      DATABASE_URL: asLoginRole(databaseUrl),
       SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
       ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
       RATE_LIMIT_FEEDBACK_PER_15MIN: '1000000',
