@@ -53,10 +53,7 @@ function toFeedback(row: FeedbackRow): Feedback {
     location: row.location,
     category: row.category,
     // A reference, never the data: one page of the list stays small (docs/feedback.md).
-    screenshot:
-      row.screenshot_bytes === null
-        ? null
-        : { url: `/api/feedback/${row.id}/screenshot`, type: row.screenshot_type ?? 'application/octet-stream', size: row.screenshot_bytes },
+    screenshot: row.screenshot_bytes === null ? null : `/api/feedback/${row.id}/screenshot`,
     adminNotes: row.admin_notes,
     resolvedBy: row.resolved_by,
     resolvedAt: row.resolved_at?.toISOString() ?? null,

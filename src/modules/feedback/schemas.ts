@@ -69,8 +69,10 @@ export const FeedbackSchema = z.object({
   status: FeedbackStatusSchema,
   location: z.string().nullable(),
   category: z.string().nullable(),
-  // A reference to the screenshot (its own route serves the image), not the data URL.
-  screenshot: z.object({ url: z.string(), type: z.string(), size: z.number().int() }).nullable(),
+  // The SPEC's string, as a reference rather than the data URL itself (up to
+  // ~7 MB each, a page of them would be hundreds): the path of the route that
+  // serves the image, whose Content-Type and Content-Length give its type and size.
+  screenshot: z.string().nullable().describe('path of GET /api/feedback/{id}/screenshot, or null'),
   adminNotes: z.string().nullable(),
   resolvedBy: z.string().nullable(),
   resolvedAt: timestamp.nullable(),
