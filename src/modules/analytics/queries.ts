@@ -49,6 +49,16 @@ export async function websiteExists(tx: Tx, websiteId: string): Promise<boolean>
   return rows.length > 0;
 }
 
+/** Distinct visitors and page views of the last `minutes`; the (website_id, created_at) index serves it. */
+export async function getRecentActivity(tx: Tx, websiteId: string, minutes: number): Promise<{ activeVisitors: number; pageViews: number }> {
+  const [row] = await tx<{ active_visitors: number; page_views: number }[]>`
+    select count(distinct visitor_id)::int as active_visitors,
+           count(*) filter (where event_type = 'page_view')::int as page_views
+      from public.analytics_events
+     where website_id = ${websiteId} and created_at > now() - make_interval(mins => ${minutes})`;
+  return { activeVisitors: row.active_visitors, pageViews: row.page_views };
+}
+
 export interface DailyTotals {
   pageViews: number;
   loadTimeSum: number;

@@ -13,6 +13,8 @@ import {
   DailySeriesResponseSchema,
   DateRangeQuerySchema,
   IgnoredEventResponseSchema,
+  RealtimeQuerySchema,
+  RealtimeResponseSchema,
   RecordedEventResponseSchema,
   RecordEventBodySchema,
   SummaryQuerySchema,
@@ -20,7 +22,7 @@ import {
   WebsiteSummaryParamsSchema,
   WebsiteSummaryQuerySchema,
 } from './schemas.ts';
-import { createIngestService, createSummaryService } from './service.ts';
+import { createIngestService, createSummaryService, REALTIME_WINDOW_MINUTES } from './service.ts';
 
 // Analytics routes (SPEC section 4, issue 5), under /api/analytics. Ingestion is public and answers
 // after commit (group commit, batcher.ts); queries need a viewer, editor or
@@ -133,6 +135,25 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       const { startDate, endDate } = request.query;
       const summary = await summaries.summary(readerOf(request), { websiteId, startDate, endDate });
       return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
+    },
+  );
+
+  app.get(
+    '/realtime',
+    {
+      onRequest: identifyReader,
+      schema: {
+        tags,
+        security,
+        summary: `Visitors on the site now: distinct visitors and page views of the last ${REALTIME_WINDOW_MINUTES} minutes`,
+        querystring: RealtimeQuerySchema,
+        response: { 200: RealtimeResponseSchema },
+      },
+    },
+    async function realtimeVisitors(request) {
+      const { websiteId } = request.query;
+      const activity = await summaries.realtime(readerOf(request), websiteId);
+      return { success: true as const, data: { websiteId, windowMinutes: REALTIME_WINDOW_MINUTES, ...activity } };
     },
   );
 

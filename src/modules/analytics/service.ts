@@ -8,6 +8,7 @@ import {
   getDailySeries,
   getDailyTotals,
   getDeviceSessionCounts,
+  getRecentActivity,
   getSessionTotals,
   getTopPages,
   getTopReferrers,
@@ -17,6 +18,8 @@ import {
 import type { AnalyticsSummary, DailySeries, DayRange, RecordEventBody } from './schemas.ts';
 
 const TOP_LIMIT = 10;
+/** What "right now" means for the live count: Umami and Plausible use five minutes too. */
+export const REALTIME_WINDOW_MINUTES = 5;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const websiteNotFound = () => notFound('Website not found');
@@ -59,11 +62,11 @@ export function createIngestService({ batcher, saltSecret }: { batcher: Analytic
 
 export function createSummaryService({ db }: { db: Database }) {
   /** Runs `work` for `reader` after checking it may see the website and that the website exists. */
-  async function forWebsite<T>(reader: AnalyticsReader, range: DayRange, work: (tx: Tx) => Promise<T>): Promise<T> {
-    if (!canViewWebsiteAnalytics(reader, range.websiteId)) throw forbidden();
+  async function forWebsite<T>(reader: AnalyticsReader, websiteId: string, work: (tx: Tx) => Promise<T>): Promise<T> {
+    if (!canViewWebsiteAnalytics(reader, websiteId)) throw forbidden();
     return db.asActor(readerActor(reader), async (tx) => {
       // Issued together: postgres.js pipelines them on the transaction's connection.
-      const [exists, result] = await Promise.all([websiteExists(tx, range.websiteId), work(tx)]);
+      const [exists, result] = await Promise.all([websiteExists(tx, websiteId), work(tx)]);
       if (!exists) throw websiteNotFound();
       return result;
     });
@@ -71,7 +74,7 @@ export function createSummaryService({ db }: { db: Database }) {
 
   return {
     summary(reader: AnalyticsReader, range: DayRange): Promise<AnalyticsSummary> {
-      return forWebsite(reader, range, async (tx) => {
+      return forWebsite(reader, range.websiteId, async (tx) => {
         const [totals, uniqueVisitors, sessions, topPages, referrers, devices] = await Promise.all([
           getDailyTotals(tx, range),
           getUniqueVisitorCount(tx, range),
@@ -94,8 +97,13 @@ export function createSummaryService({ db }: { db: Database }) {
       });
     },
 
+    /** Visitors (distinct visitor ids) and page views of the last REALTIME_WINDOW_MINUTES. */
+    realtime(reader: AnalyticsReader, websiteId: string) {
+      return forWebsite(reader, websiteId, (tx) => getRecentActivity(tx, websiteId, REALTIME_WINDOW_MINUTES));
+    },
+
     dailySeries(reader: AnalyticsReader, range: DayRange): Promise<DailySeries> {
-      return forWebsite(reader, range, async (tx) => ({
+      return forWebsite(reader, range.websiteId, async (tx) => ({
         startDate: range.startDate,
         endDate: range.endDate,
         days: await getDailySeries(tx, range),
