@@ -33,6 +33,7 @@ describe('the tracking script', () => {
   let browser: Browser;
   let sql: postgres.Sql;
   let websiteId: string;
+  let apiKey: string;
 
   const page = (title: string, body = '') => `<!doctype html><html><head><title>${title}</title>
     <script defer src="${api}/script.js" data-website-id="${websiteId}"></script></head>
@@ -41,7 +42,7 @@ describe('the tracking script', () => {
   beforeAll(async () => {
     app = await buildTestApp();
     api = (await app.listen({ host: '127.0.0.1', port: 0 })).replace('127.0.0.1', 'localhost');
-    websiteId = (await createWebsite(app, 'Tracked portfolio')).id;
+    ({ id: websiteId, apiKey } = await createWebsite(app, 'Tracked portfolio'));
     // The tracked site: another origin (127.0.0.1 and another port, against the API's localhost).
     site = createServer((request, response) => {
       const html =
@@ -107,8 +108,9 @@ describe('the tracking script', () => {
       device_type: 'desktop',
       metadata: { title: 'Home', screen: expect.stringMatching(/^\d+x\d+$/), language: expect.any(String) },
     });
-    expect(view.metadata.loadTimeMs).toEqual(expect.any(Number));
-    expect(view.metadata.loadTimeMs as number).toBeGreaterThan(0);
+    // metadata.loadTime (ms) is what the summary's avgLoadTime averages.
+    expect(view.metadata.loadTime).toEqual(expect.any(Number));
+    expect(view.metadata.loadTime as number).toBeGreaterThan(0);
     expect(click).toMatchObject({ event_type: 'custom', page: '/?from=test', metadata: { event: 'contact', channel: 'email' } });
     expect(route).toMatchObject({
       event_type: 'page_view',
@@ -121,6 +123,14 @@ describe('the tracking script', () => {
     expect(new Set([view, click, route, download].map((event) => event.session_id)).size).toBe(1);
     expect(await context.cookies()).toEqual([]);
     expect(pageErrors).toEqual([]);
+
+    // And the site owner's figures: the summary counts them, load time included.
+    const summary = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${websiteId}`, headers: { 'x-api-key': apiKey } });
+    expect(summary.json().data).toMatchObject({ pageViews: 2, uniqueVisitors: 1, sessions: 1, devices: [{ type: 'desktop', count: 1 }] });
+    expect(summary.json().data.avgLoadTime).toBeGreaterThan(0);
+    expect(summary.json().data.referrers).toContainEqual({ source: 'news.example.org', count: 1 });
+    const live = await app.inject({ method: 'GET', url: `/api/analytics/realtime?websiteId=${websiteId}`, headers: { 'x-api-key': apiKey } });
+    expect(live.json().data).toMatchObject({ activeVisitors: 1, pageViews: 2 });
     await context.close();
   });
 

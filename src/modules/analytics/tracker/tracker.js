@@ -100,7 +100,7 @@
   // The first page view waits for the load event, so it carries the load time.
   function first() {
     setTimeout(function () {
-      pageView(document.referrer || undefined, { loadTimeMs: loadTimeMs() });
+      pageView(document.referrer || undefined, { loadTime: loadTimeMs() });
     }, 0);
   }
   if (document.readyState === 'complete') first();
