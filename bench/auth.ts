@@ -1,10 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import postgres from 'postgres';
-import { findAuthBinary } from '../scripts/stack/auth-server.ts';
+import { findAuthBinary, freePort } from '../scripts/stack/auth-server.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { machine, otherBenchmarks, percentile } from './load.ts';
 
@@ -73,14 +72,6 @@ const average = (a: Phase, b: Phase): Phase => ({
   p50Ms: Math.round(((a.p50Ms + b.p50Ms) / 2) * 100) / 100,
   p99Ms: Math.round(((a.p99Ms + b.p99Ms) / 2) * 100) / 100,
 });
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
 
 async function startApi(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();

@@ -53,7 +53,8 @@ export function signApiKey(jwtSecret: string, role: 'anon' | 'service_role'): Pr
     .sign(new TextEncoder().encode(jwtSecret));
 }
 
-async function freePort(): Promise<number> {
+/** A port nothing listens on now (the OS picks it), for a child process to take. */
+export async function freePort(): Promise<number> {
   const probe = createServer();
   await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
   const { port } = probe.address() as { port: number };
