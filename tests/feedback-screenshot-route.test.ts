@@ -34,11 +34,13 @@ describe('screenshots by reference', () => {
     const list = await app.inject({ method: 'GET', url: `/api/feedback/get-feedback?websiteId=${websiteId}&limit=100`, headers: admin });
     expect(list.statusCode).toBe(200);
     expect(list.rawPayload.length).toBeLessThan(64 * 1024);
-    const items = list.json().data as { id: string; screenshot: unknown }[];
+    const items = list.json().data as { id: string; screenshot: unknown; screenshotType: unknown; screenshotSize: unknown }[];
     expect(items).toHaveLength(10);
     for (const item of items) {
       // The SPEC's string field, holding the path of the image instead of the image.
       expect(item.screenshot).toBe(`/api/feedback/${item.id}/screenshot`);
+      expect(item.screenshotType).toBe('image/png');
+      expect(item.screenshotSize).toBe(Math.floor(4.9 * MB));
     }
   });
 

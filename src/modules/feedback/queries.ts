@@ -54,6 +54,8 @@ function toFeedback(row: FeedbackRow): Feedback {
     category: row.category,
     // A reference, never the data: one page of the list stays small (docs/feedback.md).
     screenshot: row.screenshot_bytes === null ? null : `/api/feedback/${row.id}/screenshot`,
+    screenshotType: row.screenshot_bytes === null ? null : (row.screenshot_type ?? 'application/octet-stream'),
+    screenshotSize: row.screenshot_bytes,
     adminNotes: row.admin_notes,
     resolvedBy: row.resolved_by,
     resolvedAt: row.resolved_at?.toISOString() ?? null,

@@ -71,8 +71,10 @@ export const FeedbackSchema = z.object({
   category: z.string().nullable(),
   // The SPEC's string, as a reference rather than the data URL itself (up to
   // ~7 MB each, a page of them would be hundreds): the path of the route that
-  // serves the image, whose Content-Type and Content-Length give its type and size.
+  // serves the image; its type and size come beside it.
   screenshot: z.string().nullable().describe('path of GET /api/feedback/{id}/screenshot, or null'),
+  screenshotType: z.string().nullable().describe('media type of the screenshot, e.g. image/png; null without one'),
+  screenshotSize: z.number().int().nullable().describe('size of the screenshot image in bytes; null without one'),
   adminNotes: z.string().nullable(),
   resolvedBy: z.string().nullable(),
   resolvedAt: timestamp.nullable(),
