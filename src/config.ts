@@ -150,6 +150,7 @@ export const ConfigSchema = z.object({
   ANALYTICS_BATCH_MAX_WAIT_MS: positiveInt(5),
   ANALYTICS_BATCH_MAX_IN_FLIGHT: positiveInt(2),
   ANALYTICS_QUEUE_MAX: positiveInt(20_000),
+  ANALYTICS_QUEUE_MAX_WAIT_MS: positiveInt(2_000),
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),

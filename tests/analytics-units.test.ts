@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { addDays, daysInRange, isCalendarDay } from '../src/modules/analytics/dates.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from '../src/modules/analytics/enrich.ts';
-import { createGroupCommit, QueueFullError } from '../src/modules/analytics/group-commit.ts';
+import { createGroupCommit, QueueFullError, QueueTimeoutError } from '../src/modules/analytics/group-commit.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 
 // Pure parts of analytics: group commit with a stand-in writer, the facts
@@ -70,6 +70,34 @@ describe('group commit', () => {
     const accepted = [commit.add(1), commit.add(2)];
     await expect(commit.add(3)).rejects.toBeInstanceOf(QueueFullError);
     await Promise.all(accepted);
+  });
+
+  it('refuses items no batch has taken within maxQueueWaitMs, and never writes them', async () => {
+    const written: number[][] = [];
+    let release: () => void = () => {};
+    const commit = createGroupCommit<number, string>({
+      maxRows: 1,
+      maxWaitMs: 1,
+      maxInFlight: 1,
+      queueMax: 100,
+      maxQueueWaitMs: 100,
+      async write(items) {
+        written.push(items);
+        // The one slot is held by a slow write (a stuck connection, say).
+        if (items[0] === 1) await new Promise<void>((resolve) => (release = resolve));
+        return items.map((item) => `ok:${item}`);
+      },
+    });
+    const slow = commit.add(1);
+    await tick(10);
+    const started = Date.now();
+    const waiting = [commit.add(2), commit.add(3)];
+    for (const item of waiting) await expect(item).rejects.toBeInstanceOf(QueueTimeoutError);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    release();
+    await expect(slow).resolves.toBe('ok:1');
+    await expect(commit.add(4)).resolves.toBe('ok:4');
+    expect(written).toEqual([[1], [4]]);
   });
 
   it('drain writes everything queued at once, then refuses new items', async () => {

@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
 import { serviceUnavailable } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
-import { ClosedError, createGroupCommit, QueueFullError } from './group-commit.ts';
+import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
 import { type EventRow, insertEventBatchElevated } from './queries.ts';
 
 // The ingestion write path: events are written by group commit, one
@@ -55,6 +55,7 @@ export default fp<{ config: Config }>(
       maxWaitMs: config.ANALYTICS_BATCH_MAX_WAIT_MS,
       maxInFlight: config.ANALYTICS_BATCH_MAX_IN_FLIGHT,
       queueMax: config.ANALYTICS_QUEUE_MAX,
+      maxQueueWaitMs: config.ANALYTICS_QUEUE_MAX_WAIT_MS,
       write,
     });
 
@@ -64,6 +65,7 @@ export default fp<{ config: Config }>(
           return await batches.add(row);
         } catch (error) {
           if (error instanceof QueueFullError) throw serviceUnavailable('Too many analytics events waiting; try again shortly');
+          if (error instanceof QueueTimeoutError) throw serviceUnavailable('Analytics events are being written slowly; try again shortly');
           if (error instanceof ClosedError) throw serviceUnavailable('Service is shutting down');
           throw serviceUnavailable('Analytics event could not be stored');
         }

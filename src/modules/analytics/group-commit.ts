@@ -12,15 +12,23 @@ export interface GroupCommitOptions<T, R> {
   maxInFlight: number;
   /** Items waiting beyond this are refused at once (backpressure). */
   queueMax: number;
+  /**
+   * An item still queued (no batch has taken it) after this long is refused:
+   * when every batch slot is held by a slow write, callers hear so in bounded
+   * time, and a refused item is certain not to be written.
+   */
+  maxQueueWaitMs?: number;
   /** Writes one batch (one transaction) and returns each item's result, in order. */
   write(items: T[]): Promise<R[]>;
 }
 
 export class QueueFullError extends Error {}
+export class QueueTimeoutError extends Error {}
 export class ClosedError extends Error {}
 
 interface Waiting<T, R> {
   item: T;
+  queuedAt: number;
   resolve(result: R): void;
   reject(error: unknown): void;
 }
@@ -33,6 +41,19 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
   let closed = false;
   // Batches being written, so that abandon() can answer their callers.
   const writing = new Set<Waiting<T, R>[]>();
+  let sweeper: NodeJS.Timeout | undefined;
+
+  /** Refuses the items that have waited too long; the queue is in arrival order, so they are at its head. */
+  function sweep() {
+    sweeper = undefined;
+    const maxWait = options.maxQueueWaitMs;
+    if (maxWait === undefined) return;
+    const oldest = Date.now() - maxWait;
+    let expired = 0;
+    while (expired < queue.length && queue[expired].queuedAt <= oldest) expired += 1;
+    for (const waiting of queue.splice(0, expired)) waiting.reject(new QueueTimeoutError('no batch took the item in time'));
+    if (queue.length > 0) sweeper = setTimeout(sweep, Math.max(1, queue[0].queuedAt + maxWait - Date.now())).unref();
+  }
 
   function startBatches() {
     if (timer) {
@@ -72,7 +93,8 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
       if (closed) return Promise.reject(new ClosedError('no longer accepting items'));
       if (queue.length >= options.queueMax) return Promise.reject(new QueueFullError('too many items waiting'));
       return new Promise<R>((resolve, reject) => {
-        queue.push({ item, resolve, reject });
+        queue.push({ item, queuedAt: Date.now(), resolve, reject });
+        if (options.maxQueueWaitMs !== undefined) sweeper ??= setTimeout(sweep, options.maxQueueWaitMs).unref();
         schedule();
       });
     },
@@ -90,6 +112,7 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
         await sleep(1);
       }
       closed = true;
+      clearTimeout(sweeper);
       for (const waiting of queue.splice(0)) waiting.reject(new ClosedError('closed before the item was written'));
     },
 
@@ -100,6 +123,7 @@ export function createGroupCommit<T, R>(options: GroupCommitOptions<T, R>) {
      */
     abandon(error: Error) {
       closed = true;
+      clearTimeout(sweeper);
       for (const waiting of queue.splice(0)) waiting.reject(error);
       for (const batch of writing) for (const waiting of batch) waiting.reject(error);
     },
