@@ -86,6 +86,8 @@ export const ConfigSchema = z.object({
   ANALYTICS_BATCH_MAX_WAIT_MS: positiveInt(5),
   ANALYTICS_BATCH_MAX_IN_FLIGHT: positiveInt(2),
   ANALYTICS_QUEUE_MAX: positiveInt(20_000),
+  // A MaxMind-format country database to use instead of the DB-IP Lite file the npm package ships.
+  ANALYTICS_COUNTRY_DB: optionalString,
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),

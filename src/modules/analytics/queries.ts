@@ -19,6 +19,10 @@ export interface EventRow {
   sessionId: string;
   userId: string | null;
   visitorId: string;
+  country: string | null;
+  utmSource: string | null;
+  utmMedium: string | null;
+  utmCampaign: string | null;
   metadata: Record<string, unknown>;
   createdAt: Date;
 }
@@ -33,12 +37,14 @@ export async function insertEventBatchElevated(sql: Sql, rows: EventRow[]): Prom
   const stored = await sql<{ id: string }[]>`
     insert into public.analytics_events
       (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
-       session_id, user_id, visitor_id, metadata, created_at)
+       session_id, user_id, visitor_id, country, utm_source, utm_medium, utm_campaign, metadata, created_at)
     select e.id, e."websiteId", e."eventType", e.page, e.referrer, e."referrerHost", e."userAgent", e."deviceType",
-           e."sessionId", e."userId", e."visitorId", e.metadata, e."createdAt"
+           e."sessionId", e."userId", e."visitorId", e.country, e."utmSource", e."utmMedium", e."utmCampaign",
+           e.metadata, e."createdAt"
       from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) as e (
         id uuid, "websiteId" uuid, "eventType" text, page text, referrer text, "referrerHost" text, "userAgent" text,
-        "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, metadata jsonb, "createdAt" timestamptz)
+        "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, country text, "utmSource" text,
+        "utmMedium" text, "utmCampaign" text, metadata jsonb, "createdAt" timestamptz)
      where exists (select 1 from public.websites w where w.id = e."websiteId")
     returning id`;
   return new Set(stored.map((row) => row.id));

@@ -7,6 +7,7 @@ import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { WEBSITE_READERS } from '../websites/permissions.ts';
 import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
+import { createCountryLookup } from './geo.ts';
 import type { AnalyticsReader } from './permissions.ts';
 import {
   DailySeriesResponseSchema,
@@ -48,7 +49,11 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });
-  const ingest = createIngestService({ batcher: app.analyticsBatcher, saltSecret });
+  const ingest = createIngestService({
+    batcher: app.analyticsBatcher,
+    saltSecret,
+    countryOf: createCountryLookup(config.ANALYTICS_COUNTRY_DB),
+  });
   const summaries = createSummaryService({ db: app.db });
   const websites = createWebsitesService({ db: app.db });
   const requireReaderRole = app.requireRole(...WEBSITE_READERS);

@@ -84,6 +84,11 @@ export interface DayRange {
 
 const count = z.number().int().nonnegative();
 
+/** Unique visitors from one country (ISO 3166-1 alpha-2). */
+export const CountryCountSchema = z.object({ country: z.string().length(2), visitors: count });
+/** Unique visitors who arrived with one value of a utm_* tag. */
+export const TagCountSchema = z.object({ value: z.string(), visitors: count });
+
 export const AnalyticsSummarySchema = z.object({
   pageViews: count,
   uniqueVisitors: count,
@@ -94,6 +99,12 @@ export const AnalyticsSummarySchema = z.object({
   referrers: z.array(z.object({ source: z.string(), count })),
   devices: z.array(z.object({ type: z.enum(['desktop', 'mobile', 'tablet']), count })),
   avgLoadTime: z.number().nullable(),
+  countries: z.array(CountryCountSchema),
+  campaigns: z.object({
+    utmSource: z.array(TagCountSchema),
+    utmMedium: z.array(TagCountSchema),
+    utmCampaign: z.array(TagCountSchema),
+  }),
 });
 export type AnalyticsSummary = z.infer<typeof AnalyticsSummarySchema>;
 
@@ -105,7 +116,9 @@ export const SummaryResponseSchema = z.object({
 export const DailySeriesSchema = z.object({
   startDate: z.string(),
   endDate: z.string(),
-  days: z.array(z.object({ date: z.string(), pageViews: count, uniqueVisitors: count, sessions: count })),
+  days: z.array(
+    z.object({ date: z.string(), pageViews: count, uniqueVisitors: count, sessions: count, countries: z.array(CountryCountSchema) }),
+  ),
 });
 export type DailySeries = z.infer<typeof DailySeriesSchema>;
 

@@ -1,6 +1,9 @@
 import { forbidden, notFound } from '../../lib/errors.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
+import { readCampaign } from './campaign.ts';
+import { getDailyTopCountries, getTopDimensionValues } from './dimension-queries.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
+import type { CountryLookup } from './geo.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { uuidv7 } from './ids.ts';
 import { type AnalyticsReader, canViewWebsiteAnalytics, readerActor } from './permissions.ts';
@@ -25,7 +28,16 @@ const round = (value: number, decimals: number) => Math.round(value * 10 ** deci
 
 export type RecordResult = { kind: 'bot' } | { kind: 'stored'; id: string; timestamp: string };
 
-export function createIngestService({ batcher, saltSecret }: { batcher: AnalyticsBatcher; saltSecret: string }) {
+export function createIngestService({
+  batcher,
+  saltSecret,
+  countryOf,
+}: {
+  batcher: AnalyticsBatcher;
+  saltSecret: string;
+  /** Country of a client IP; the IP goes no further than this call and the visitor hash. */
+  countryOf: CountryLookup;
+}) {
   const visitorId = createVisitorIds(saltSecret);
 
   return {
@@ -36,11 +48,12 @@ export function createIngestService({ batcher, saltSecret }: { batcher: Analytic
       if (!UUID.test(body.websiteId)) throw websiteNotFound();
       const at = new Date();
       const id = uuidv7(at.getTime());
+      const { page, campaign } = readCampaign(body.page);
       const outcome = await batcher.record({
         id,
         websiteId: body.websiteId,
         eventType: body.eventType,
-        page: body.page,
+        page,
         referrer: body.referrer || null,
         referrerHost: referrerHost(body.referrer),
         userAgent: body.userAgent,
@@ -48,6 +61,8 @@ export function createIngestService({ batcher, saltSecret }: { batcher: Analytic
         sessionId: body.sessionId,
         userId: body.userId ?? null,
         visitorId: visitorId({ userId: body.userId, websiteId: body.websiteId, ip: client.ip, userAgent: body.userAgent, at }),
+        country: countryOf(client.ip),
+        ...campaign,
         metadata: body.metadata ?? {},
         createdAt: at,
       });
@@ -72,14 +87,19 @@ export function createSummaryService({ db }: { db: Database }) {
   return {
     summary(reader: AnalyticsReader, range: DayRange): Promise<AnalyticsSummary> {
       return forWebsite(reader, range, async (tx) => {
-        const [totals, uniqueVisitors, sessions, topPages, referrers, devices] = await Promise.all([
-          getDailyTotals(tx, range),
-          getUniqueVisitorCount(tx, range),
-          getSessionTotals(tx, range),
-          getTopPages(tx, range, TOP_LIMIT),
-          getTopReferrers(tx, range, TOP_LIMIT),
-          getDeviceSessionCounts(tx, range),
-        ]);
+        const [totals, uniqueVisitors, sessions, topPages, referrers, devices, countries, utmSource, utmMedium, utmCampaign] =
+          await Promise.all([
+            getDailyTotals(tx, range),
+            getUniqueVisitorCount(tx, range),
+            getSessionTotals(tx, range),
+            getTopPages(tx, range, TOP_LIMIT),
+            getTopReferrers(tx, range, TOP_LIMIT),
+            getDeviceSessionCounts(tx, range),
+            getTopDimensionValues(tx, range, 'country', TOP_LIMIT),
+            getTopDimensionValues(tx, range, 'utm_source', TOP_LIMIT),
+            getTopDimensionValues(tx, range, 'utm_medium', TOP_LIMIT),
+            getTopDimensionValues(tx, range, 'utm_campaign', TOP_LIMIT),
+          ]);
         return {
           pageViews: totals.pageViews,
           uniqueVisitors,
@@ -90,16 +110,21 @@ export function createSummaryService({ db }: { db: Database }) {
           referrers,
           devices,
           avgLoadTime: totals.loadTimeCount === 0 ? null : round(totals.loadTimeSum / totals.loadTimeCount, 2),
+          countries: countries.map(({ value, visitors }) => ({ country: value, visitors })),
+          campaigns: { utmSource, utmMedium, utmCampaign },
         };
       });
     },
 
     dailySeries(reader: AnalyticsReader, range: DayRange): Promise<DailySeries> {
-      return forWebsite(reader, range, async (tx) => ({
-        startDate: range.startDate,
-        endDate: range.endDate,
-        days: await getDailySeries(tx, range),
-      }));
+      return forWebsite(reader, range, async (tx) => {
+        const [days, countries] = await Promise.all([getDailySeries(tx, range), getDailyTopCountries(tx, range, TOP_LIMIT)]);
+        return {
+          startDate: range.startDate,
+          endDate: range.endDate,
+          days: days.map((day) => ({ ...day, countries: countries.get(day.date) ?? [] })),
+        };
+      });
     },
   };
 }
