@@ -7,6 +7,7 @@ import { loggerOptions } from './logger.ts';
 import adminRoutes from './modules/admin/routes.ts';
 import analyticsRoutes from './modules/analytics/routes.ts';
 import statusRoutes from './modules/admin/status/routes.ts';
+import trackerRoutes from './modules/analytics/tracker/routes.ts';
 import authRoutes from './modules/auth/routes.ts';
 import feedbackOutboxPlugin from './modules/feedback/outbox-worker.ts';
 import feedbackRoutes from './modules/feedback/routes.ts';
@@ -82,6 +83,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(rolesRoutes, { prefix: '/api/userRoles' });
   await fastify.register(websitesRoutes, { prefix: '/api/websites' });
   await fastify.register(analyticsRoutes, { prefix: '/api/analytics', config });
+  await fastify.register(trackerRoutes);
   await fastify.register(statusRoutes, { prefix: '/admin/status', config, version: VERSION });
 }
 

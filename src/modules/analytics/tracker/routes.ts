@@ -1,0 +1,53 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+
+// GET /script.js: the tracker (tracker.js in this folder) that a site embeds
+// with one tag. Comment lines are dropped when it is served; an ETag over the
+// served text lets browsers revalidate it cheaply.
+
+const MAX_AGE_SECONDS = 3600;
+
+export async function loadTrackerScript() {
+  const source = await readFile(path.join(import.meta.dirname, 'tracker.js'), 'utf8');
+  const text = source
+    .split('\n')
+    .filter((line) => !/^\s*\/\//.test(line))
+    .join('\n');
+  return { text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
+}
+
+const trackerRoutes: FastifyPluginAsyncZod = async (app) => {
+  const script = await loadTrackerScript();
+
+  app.get(
+    '/script.js',
+    {
+      schema: {
+        tags: ['analytics'],
+        summary: 'The tracking script: <script defer src="…/script.js" data-website-id="…"> on any site',
+        headers: z.object({ 'if-none-match': z.string().optional() }),
+        response: {
+          200: z.string().describe('JavaScript'),
+          304: z.null().describe('Not modified: the ETag matched'),
+        },
+      },
+    },
+    async (request, reply) => {
+      reply
+        .header('etag', script.etag)
+        .header('cache-control', `public, max-age=${MAX_AGE_SECONDS}`)
+        // Helmet's default (same-origin) would stop other sites' pages from loading it.
+        .header('cross-origin-resource-policy', 'cross-origin');
+      const match = request.headers['if-none-match'];
+      if (match !== undefined && match.split(',').some((tag) => tag.trim().replace(/^W\//, '') === script.etag)) {
+        return reply.status(304).send(null);
+      }
+      return reply.type('text/javascript; charset=utf-8').send(script.text);
+    },
+  );
+};
+
+export default trackerRoutes;

@@ -1,0 +1,30 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildTestApp } from './support/app.ts';
+
+describe('GET /script.js', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp();
+  });
+  afterAll(async () => app?.close());
+
+  it('serves the tracker as cacheable JavaScript with an ETag, and 304 when it matches', async () => {
+    const response = await app.inject({ method: 'GET', url: '/script.js' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    expect(response.headers['cache-control']).toBe('public, max-age=3600');
+    expect(response.headers['cross-origin-resource-policy']).toBe('cross-origin');
+    expect(response.body.startsWith('(function () {')).toBe(true);
+    expect(response.body.length).toBeLessThan(5_000);
+    const etag = String(response.headers.etag);
+    expect(etag).toMatch(/^"[\w-]+"$/);
+    const again = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': etag } });
+    expect(again.statusCode).toBe(304);
+    expect(again.body).toBe('');
+    const weak = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': `"other", W/${etag}` } });
+    expect(weak.statusCode).toBe(304);
+    const stale = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': '"stale"' } });
+    expect(stale.statusCode).toBe(200);
+  });
+});
