@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { legacyAdmin } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, type TestWebsite } from './support/analytics.ts';
 import { launchChromium } from './support/browser.ts';
@@ -11,8 +12,8 @@ import { testSql } from './support/db.ts';
 // The tracker end to end: a page served from a second origin on loopback
 // carries the one script tag pointing at the API; Chromium loads it,
 // navigates (a landing page with campaign tags, SPA route changes, back),
-// clicks, and the events are in the database with the right fields, and in
-// the summary's countries and campaigns.
+// clicks, and the events are in the database with the right fields, in the
+// summary's countries and campaigns, and in the dashboard's live count.
 //
 // The API trusts X-Forwarded-For here, as behind a proxy; the browser sends
 // a British address in it, so the country lookup has a public IP to read.
@@ -158,6 +159,20 @@ describe('the tracker in Chromium, from another origin', () => {
         utmCampaign: [{ value: 'spring', visitors: 1 }],
       },
     });
+
+    const realtime = await app.inject({ method: 'GET', url: '/api/analytics/realtime', headers: { 'x-api-key': site.apiKey } });
+    expect(realtime.json().data).toMatchObject({ activeVisitors: 1, websites: [{ websiteId: site.id, activeVisitors: 1 }] });
+
+    // The admin dashboard shows the visitor live, over its event stream.
+    const adminContext = await browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
+    const dashboard = await adminContext.newPage();
+    await dashboard.goto(`${api}/admin/status`);
+    await expect.poll(() => dashboard.textContent('#connection')).toBe('live');
+    await expect.poll(async () => Number(await dashboard.textContent('#live-visitors'))).toBeGreaterThanOrEqual(1);
+    await expect
+      .poll(() => dashboard.locator('#live-websites tr').allTextContents())
+      .toContain('Tracked elsewhere1');
+    await adminContext.close();
     await context.close();
   });
 

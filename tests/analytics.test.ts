@@ -274,7 +274,15 @@ describe('analytics summaries', () => {
 describe('row-level security on analytics tables', () => {
   let app: FastifyInstance;
   let site: TestWebsite;
-  const tables = ['analytics_events', 'analytics_daily_totals', 'analytics_daily_pages', 'analytics_daily_distinct', 'analytics_daily_sessions'];
+  const tables = [
+    'analytics_events',
+    'analytics_daily_totals',
+    'analytics_daily_pages',
+    'analytics_daily_distinct',
+    'analytics_daily_sessions',
+    'analytics_dimension_days',
+    'analytics_daily_dimensions',
+  ];
 
   beforeAll(async () => {
     app = await buildTestApp();
@@ -311,6 +319,9 @@ describe('row-level security on analytics tables', () => {
     ).rejects.toMatchObject({ code: '42501' });
     await expect(
       asUser(sql, user.id, (tx) => tx`update public.analytics_daily_totals set events = 0 where website_id = ${site.id}`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      asUser(sql, user.id, (tx) => tx`update public.analytics_daily_dimensions set visitors = 0 where website_id = ${site.id}`),
     ).rejects.toMatchObject({ code: '42501' });
   });
 

@@ -13,6 +13,8 @@ import {
   DailySeriesResponseSchema,
   DateRangeQuerySchema,
   IgnoredEventResponseSchema,
+  LiveQuerySchema,
+  LiveVisitorsResponseSchema,
   RecordedEventResponseSchema,
   RecordEventBodySchema,
   SummaryQuerySchema,
@@ -20,7 +22,7 @@ import {
   WebsiteSummaryParamsSchema,
   WebsiteSummaryQuerySchema,
 } from './schemas.ts';
-import { createIngestService, createSummaryService } from './service.ts';
+import { createIngestService, createLiveService, createSummaryService } from './service.ts';
 
 // Analytics routes (SPEC section 4, issue 5), under /api/analytics. Ingestion is public and answers
 // after commit (group commit, batcher.ts); queries need a viewer, editor or
@@ -55,6 +57,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     countryOf: createCountryLookup(config.ANALYTICS_COUNTRY_DB),
   });
   const summaries = createSummaryService({ db: app.db });
+  const live = createLiveService({ db: app.db });
   const websites = createWebsitesService({ db: app.db });
   const requireReaderRole = app.requireRole(...WEBSITE_READERS);
 
@@ -136,6 +139,21 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       const summary = await summaries.summary(readerOf(request), { websiteId, startDate, endDate });
       return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
     },
+  );
+
+  app.get(
+    '/realtime',
+    {
+      onRequest: identifyReader,
+      schema: {
+        tags,
+        security,
+        summary: 'Visitors active in the last 5 minutes, per website',
+        querystring: LiveQuerySchema,
+        response: { 200: LiveVisitorsResponseSchema },
+      },
+    },
+    async (request) => ({ success: true as const, data: await live.activeVisitors(readerOf(request), request.query.websiteId) }),
   );
 
   app.get(

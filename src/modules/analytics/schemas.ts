@@ -123,3 +123,15 @@ export const DailySeriesSchema = z.object({
 export type DailySeries = z.infer<typeof DailySeriesSchema>;
 
 export const DailySeriesResponseSchema = z.object({ success: z.literal(true), data: DailySeriesSchema.extend({ websiteId: z.uuid() }) });
+
+export const LiveQuerySchema = z.object({ websiteId: websiteId.optional() });
+
+export const LiveVisitorsSchema = z.object({
+  windowSeconds: count,
+  at: z.iso.datetime(),
+  activeVisitors: count,
+  websites: z.array(z.object({ websiteId: z.uuid(), name: z.string(), activeVisitors: count })),
+});
+export type LiveVisitors = z.infer<typeof LiveVisitorsSchema>;
+
+export const LiveVisitorsResponseSchema = z.object({ success: z.literal(true), data: LiveVisitorsSchema });

@@ -1,8 +1,9 @@
 import { forbidden, notFound } from '../../lib/errors.ts';
-import type { Database, Tx } from '../../plugins/db.ts';
+import type { Database, DbActor, Tx } from '../../plugins/db.ts';
 import { readCampaign } from './campaign.ts';
 import { getDailyTopCountries, getTopDimensionValues } from './dimension-queries.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
+import { getActiveVisitors } from './live-queries.ts';
 import type { CountryLookup } from './geo.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { uuidv7 } from './ids.ts';
@@ -17,7 +18,7 @@ import {
   getUniqueVisitorCount,
   websiteExists,
 } from './queries.ts';
-import type { AnalyticsSummary, DailySeries, DayRange, RecordEventBody } from './schemas.ts';
+import type { AnalyticsSummary, DailySeries, DayRange, LiveVisitors, RecordEventBody } from './schemas.ts';
 
 const TOP_LIMIT = 10;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -126,5 +127,36 @@ export function createSummaryService({ db }: { db: Database }) {
         };
       });
     },
+  };
+}
+
+/** Visitors count as active for this long after their last event. */
+export const LIVE_WINDOW_SECONDS = 300;
+const LIVE_MAX_WEBSITES = 100;
+
+export function createLiveService({ db }: { db: Database }) {
+  async function activeAs(actor: DbActor, websiteId: string | null): Promise<LiveVisitors> {
+    const websites = await db.asActor(actor, (tx) =>
+      getActiveVisitors(tx, { seconds: LIVE_WINDOW_SECONDS, websiteId, limit: LIVE_MAX_WEBSITES }),
+    );
+    return {
+      windowSeconds: LIVE_WINDOW_SECONDS,
+      at: new Date().toISOString(),
+      activeVisitors: websites.reduce((sum, website) => sum + website.activeVisitors, 0),
+      websites,
+    };
+  }
+
+  return {
+    /** A key reads its own website only; role holders every website, or the one asked for. */
+    async activeVisitors(reader: AnalyticsReader, websiteId: string | undefined): Promise<LiveVisitors> {
+      const target = websiteId ?? (reader.kind === 'api-key' ? reader.websiteId : null);
+      if (target !== null && !canViewWebsiteAnalytics(reader, target)) throw forbidden();
+      const live = await activeAs(readerActor(reader), target);
+      if (target !== null && live.websites.length === 0) throw websiteNotFound();
+      return live;
+    },
+    /** For the admin dashboard, as its caller. */
+    activeAs,
   };
 }

@@ -10,7 +10,9 @@ import { z } from 'zod';
 import type { Config } from '../../../config.ts';
 import { AppError, forbidden, unauthorized } from '../../../lib/errors.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
+import { actorFor } from '../../../plugins/auth.ts';
 import { authUnavailable, isAuthServerDown } from '../../../plugins/supabase.ts';
+import { createLiveService } from '../../analytics/service.ts';
 import { cachedHealth, checkHealth } from '../health.ts';
 
 // /admin/status: the live dashboard (SPEC section 1), admin only. The page and
@@ -66,6 +68,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   const health = cachedHealth(() => checkHealth(app, config, version));
   const requireAdmin = app.requireRole('admin');
   const streams = new Set<PassThrough>();
+  const live = createLiveService({ db: app.db });
 
   /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
   async function authorize(request: FastifyRequest, reply: FastifyReply) {
@@ -100,8 +103,9 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     streams.add(stream);
     const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     const tick = async () => {
-      const [metrics, report] = await Promise.all([app.metrics.snapshot(), health()]);
-      send('snapshot', { metrics, health: report, sample: app.metrics.history().at(-1) ?? null });
+      // Active visitors are read as the signed-in admin, under row-level security.
+      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), live.activeAs(actorFor(request.caller), null)]);
+      send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
     const stop = () => {
