@@ -144,9 +144,9 @@ export async function getDeviceSessionCounts(tx: Tx, { websiteId, startDate, end
   return rows.map((row) => ({ type: row.type, count: Number(row.count) }));
 }
 
-/** One row per day of the range, zero days included. */
-export async function getDailySeries(tx: Tx, { websiteId, startDate, endDate }: DayRange) {
-  const rows = await tx<{ date: string; page_views: string; unique_visitors: string; sessions: string }[]>`
+/** One row per day of the range, zero days included; a query to await or to read through a cursor (exports). */
+export function selectDailySeries(tx: Tx, { websiteId, startDate, endDate }: DayRange) {
+  return tx<{ date: string; page_views: string; unique_visitors: string; sessions: string }[]>`
     select to_char(d.day, 'YYYY-MM-DD') as date,
            coalesce(t.page_views, 0) as page_views,
            coalesce(v.visitors, 0) as unique_visitors,
@@ -165,10 +165,17 @@ export async function getDailySeries(tx: Tx, { websiteId, startDate, endDate }: 
          group by day
       ) s on s.day = d.day
      order by d.day`;
-  return rows.map((row) => ({
-    date: row.date,
-    pageViews: Number(row.page_views),
-    uniqueVisitors: Number(row.unique_visitors),
-    sessions: Number(row.sessions),
-  }));
+}
+
+export type DailySeriesRow = Awaited<ReturnType<typeof selectDailySeries>>[number];
+
+export const toDailySeriesDay = (row: DailySeriesRow) => ({
+  date: row.date,
+  pageViews: Number(row.page_views),
+  uniqueVisitors: Number(row.unique_visitors),
+  sessions: Number(row.sessions),
+});
+
+export async function getDailySeries(tx: Tx, range: DayRange) {
+  return (await selectDailySeries(tx, range)).map(toDailySeriesDay);
 }

@@ -10,6 +10,7 @@ import analyticsBatcherPlugin from './batcher.ts';
 import { createCountryLookup } from './geo.ts';
 import type { AnalyticsReader } from './permissions.ts';
 import {
+  CsvResponseSchema,
   DailySeriesResponseSchema,
   DateRangeQuerySchema,
   IgnoredEventResponseSchema,
@@ -22,7 +23,8 @@ import {
   WebsiteSummaryParamsSchema,
   WebsiteSummaryQuerySchema,
 } from './schemas.ts';
-import { createIngestService, createLiveService, createSummaryService } from './service.ts';
+import { createIngestService, createLiveService, createSummaryService, DAILY_SERIES_CSV_COLUMNS } from './service.ts';
+import { csvStream, sendCsv } from '../../lib/csv.ts';
 
 // Analytics routes (SPEC section 4, issue 5), under /api/analytics. Ingestion is public and answers
 // after commit (group commit, batcher.ts); queries need a viewer, editor or
@@ -60,6 +62,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   const live = createLiveService({ db: app.db });
   const websites = createWebsitesService({ db: app.db });
   const requireReaderRole = app.requireRole(...WEBSITE_READERS);
+  const requireAdmin = app.requireRole('admin');
 
   app.decorateRequest('analyticsReader', null);
 
@@ -166,6 +169,33 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       const { websiteId, startDate, endDate } = request.query;
       const series = await summaries.dailySeries(readerOf(request), { websiteId, startDate, endDate });
       return { success: true as const, data: { websiteId, ...series } };
+    },
+  );
+
+  app.get(
+    '/date-range/export',
+    {
+      onRequest: requireAdmin,
+      schema: {
+        tags,
+        security: [{ bearer: [] }],
+        summary: 'Download the daily series as CSV, streamed (admin; same query as /date-range)',
+        querystring: DateRangeQuerySchema,
+        produces: ['text/csv'],
+        response: { 200: CsvResponseSchema },
+      },
+    },
+    async (request, reply) => {
+      if (!request.caller) throw unauthorized();
+      const reader: AnalyticsReader = { kind: 'caller', caller: request.caller };
+      const range = request.query;
+      await summaries.checkReadable(reader, range);
+      const body = csvStream(
+        [...DAILY_SERIES_CSV_COLUMNS],
+        (sink) => summaries.exportDailySeries(reader, range, sink),
+        (error) => request.log.error({ err: error }, 'daily series export failed after it started'),
+      );
+      return sendCsv(reply, `analytics-${range.websiteId}-${range.startDate}-${range.endDate}.csv`, body);
     },
   );
 };

@@ -135,3 +135,5 @@ export const LiveVisitorsSchema = z.object({
 export type LiveVisitors = z.infer<typeof LiveVisitorsSchema>;
 
 export const LiveVisitorsResponseSchema = z.object({ success: z.literal(true), data: LiveVisitorsSchema });
+
+export const CsvResponseSchema = z.string().describe('text/csv; a header line, then one line per row');

@@ -1,3 +1,4 @@
+import type { CsvSink } from '../../lib/csv.ts';
 import { forbidden, notFound } from '../../lib/errors.ts';
 import type { Database, DbActor, Tx } from '../../plugins/db.ts';
 import { readCampaign } from './campaign.ts';
@@ -10,6 +11,8 @@ import { uuidv7 } from './ids.ts';
 import { type AnalyticsReader, canViewWebsiteAnalytics, readerActor } from './permissions.ts';
 import {
   getDailySeries,
+  selectDailySeries,
+  toDailySeriesDay,
   getDailyTotals,
   getDeviceSessionCounts,
   getSessionTotals,
@@ -21,6 +24,8 @@ import {
 import type { AnalyticsSummary, DailySeries, DayRange, LiveVisitors, RecordEventBody } from './schemas.ts';
 
 const TOP_LIMIT = 10;
+const EXPORT_CURSOR_ROWS = 100;
+export const DAILY_SERIES_CSV_COLUMNS = ['date', 'pageViews', 'uniqueVisitors', 'sessions'] as const;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export const websiteNotFound = () => notFound('Website not found');
@@ -114,6 +119,23 @@ export function createSummaryService({ db }: { db: Database }) {
           countries: countries.map(({ value, visitors }) => ({ country: value, visitors })),
           campaigns: { utmSource, utmMedium, utmCampaign },
         };
+      });
+    },
+
+    /** Refuses (403, 404) before anything is sent; exports call it before their first byte. */
+    checkReadable(reader: AnalyticsReader, range: DayRange): Promise<void> {
+      return forWebsite(reader, range, async () => undefined);
+    },
+
+    /** The daily series into `sink`, read through a cursor; call checkReadable first. */
+    async exportDailySeries(reader: AnalyticsReader, range: DayRange, sink: CsvSink): Promise<void> {
+      await db.asActor(readerActor(reader), async (tx) => {
+        for await (const rows of selectDailySeries(tx, range).cursor(EXPORT_CURSOR_ROWS)) {
+          for (const row of rows) {
+            const day = toDailySeriesDay(row);
+            if (!(await sink.write(DAILY_SERIES_CSV_COLUMNS.map((column) => day[column])))) return;
+          }
+        }
       });
     },
 
