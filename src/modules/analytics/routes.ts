@@ -7,6 +7,7 @@ import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { WEBSITE_READERS } from '../websites/permissions.ts';
 import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
+import analyticsRetentionPlugin from './retention/worker.ts';
 import { createCountryLookup } from './geo.ts';
 import type { AnalyticsReader } from './permissions.ts';
 import {
@@ -53,6 +54,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });
+  await app.register(analyticsRetentionPlugin, { config });
   const ingest = createIngestService({
     batcher: app.analyticsBatcher,
     saltSecret,
