@@ -178,6 +178,11 @@ async function writePath(sql: postgres.Sql, websiteId: string, size: number, bat
         sessionId: `write-path-${Math.floor(n / 8)}`,
         userId: null,
         visitorId: `visitor-${n % 5000}`,
+        // Every event has a country and one in ten a campaign, as ingestion now stores them.
+        country: BENCH_COUNTRIES[n % BENCH_COUNTRIES.length],
+        utmSource: n % 10 === 0 ? 'newsletter' : null,
+        utmMedium: n % 10 === 0 ? 'email' : null,
+        utmCampaign: n % 10 === 0 ? `launch-${n % 3}` : null,
         metadata: { loadTime: n % 1000 },
         createdAt: new Date(),
       };
@@ -188,6 +193,8 @@ async function writePath(sql: postgres.Sql, websiteId: string, size: number, bat
   const msPerBatch = (performance.now() - started) / batches;
   return { batchSize: size, msPerBatch: Math.round(msPerBatch * 100) / 100, eventsPerSecond: Math.round((size / msPerBatch) * 1000) };
 }
+
+const BENCH_COUNTRIES = ['US', 'DE', 'GB', 'FR', 'IN', 'BR', 'JP', 'NL'];
 
 async function main() {
   const stack = await startStack({ databaseName: uniqueDatabaseName('portfolio_bench'), keepDatabase: false, log });

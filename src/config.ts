@@ -151,6 +151,11 @@ export const ConfigSchema = z.object({
   ANALYTICS_BATCH_MAX_IN_FLIGHT: positiveInt(2),
   ANALYTICS_QUEUE_MAX: positiveInt(20_000),
   ANALYTICS_QUEUE_MAX_WAIT_MS: positiveInt(2_000),
+  // A MaxMind-format country database to use instead of the DB-IP Lite file the npm package ships.
+  ANALYTICS_COUNTRY_DB: optionalString,
+  // Raw events older than this many months are deleted (rollups keep the figures), in batches of this many rows.
+  ANALYTICS_RETENTION_MONTHS: positiveInt(13),
+  ANALYTICS_RETENTION_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),

@@ -83,7 +83,7 @@ describe('/admin/status over HTTP', () => {
     while (!text.includes('event: snapshot')) text += new TextDecoder().decode((await reader.read()).value);
     expect(text).toContain('event: history');
     const data = JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)![1]);
-    expect(Object.keys(data).sort()).toEqual(['health', 'metrics', 'sample']);
+    expect(Object.keys(data).sort()).toEqual(['health', 'live', 'metrics', 'sample']);
     expect(data.health.database.status).toBe('up');
     const started = Date.now();
     await listening.close();

@@ -13,6 +13,7 @@ import {
   getUniqueVisitorCount,
 } from '../src/modules/analytics/queries.ts';
 import type { DayRange } from '../src/modules/analytics/schemas.ts';
+import { getDailyTopCountries, getTopDimensionValues } from '../src/modules/analytics/dimension-queries.ts';
 import { type FixtureEvent, insertEvents } from './support/analytics.ts';
 import { testSql } from './support/db.ts';
 
@@ -70,12 +71,24 @@ async function reference(tx: postgres.TransactionSql, { websiteId, startDate, en
                       (select count(*) from ev where event_type = 'page_view' and (created_at at time zone 'UTC')::date = g::date)::int as pv,
                       (select count(distinct visitor_id) from ev where (created_at at time zone 'UTC')::date = g::date)::int as v,
                       (select count(distinct session_id) from ev where (created_at at time zone 'UTC')::date = g::date)::int as s
-                 from generate_series(${startDate}::timestamp, ${endDate}::timestamp, interval '1 day') g) days) as series`;
+                 from generate_series(${startDate}::timestamp, ${endDate}::timestamp, interval '1 day') g) days) as series,
+      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
+         from (select country as value, count(distinct visitor_id)::int as n from ev where country is not null
+                group by 1 order by n desc, value limit 10) c) as countries,
+      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
+         from (select utm_source as value, count(distinct visitor_id)::int as n from ev where utm_source is not null
+                group by 1 order by n desc, value limit 10) u) as utm_sources,
+      (select coalesce(json_object_agg(date, list), '{}')
+         from (select to_char(day, 'YYYY-MM-DD') as date,
+                      json_agg(json_build_object('country', country, 'visitors', n) order by n desc, country) as list
+                 from (select (created_at at time zone 'UTC')::date as day, country, count(distinct visitor_id)::int as n
+                         from ev where country is not null group by 1, 2) per_day
+                group by day) days) as daily_countries`;
   return row;
 }
 
 async function fromRollups(tx: postgres.TransactionSql, range: DayRange) {
-  const [totals, visitors, sessions, topPages, referrers, devices, series] = await Promise.all([
+  const [totals, visitors, sessions, topPages, referrers, devices, series, countries, utmSources, dailyCountries] = await Promise.all([
     getDailyTotals(tx, range),
     getUniqueVisitorCount(tx, range),
     getSessionTotals(tx, range),
@@ -83,6 +96,9 @@ async function fromRollups(tx: postgres.TransactionSql, range: DayRange) {
     getTopReferrers(tx, range, 10),
     getDeviceSessionCounts(tx, range),
     getDailySeries(tx, range),
+    getTopDimensionValues(tx, range, 'country', 10),
+    getTopDimensionValues(tx, range, 'utm_source', 10),
+    getDailyTopCountries(tx, range, 10),
   ]);
   return {
     page_views: totals.pageViews,
@@ -96,6 +112,9 @@ async function fromRollups(tx: postgres.TransactionSql, range: DayRange) {
     referrers,
     devices,
     series,
+    countries,
+    utm_sources: utmSources,
+    daily_countries: Object.fromEntries(dailyCountries),
   };
 }
 
@@ -110,6 +129,9 @@ const eventArbitrary = fc.record({
   msOfDay: fc.oneof(fc.integer({ min: 0, max: 86_399_999 }), fc.constantFrom(0, 999, 86_399_000, 86_399_999)),
   referrerHost: fc.option(fc.constantFrom('google.com', 'bing.com', 'example.org'), { nil: undefined }),
   loadTime: fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined }),
+  // A visitor may show up from two countries (travelling) or with two campaigns: counted for each.
+  country: fc.option(fc.constantFrom('DE', 'US', 'FR'), { nil: undefined }),
+  campaign: fc.option(fc.constantFrom('google', 'newsletter').map((source) => ({ source, medium: 'm', name: 'n' })), { nil: undefined }),
   chunk: fc.integer({ min: 0, max: 3 }),
 });
 

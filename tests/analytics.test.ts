@@ -12,21 +12,25 @@ import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
 const sql = testSql();
 afterAll(() => sql.end());
 
+const GOOGLE_ADS = { source: 'google', medium: 'cpc', name: 'spring' };
+const NEWSLETTER = { source: 'newsletter', medium: 'email', name: 'launch' };
+
 // Four days, the third empty. vA visits three times (s1, s3, s6); s3 runs
 // over midnight; s2 and s6 bounce; s5 has a click and no page view.
+
 const EVENTS: FixtureEvent[] = [
-  { session: 's1', visitor: 'vA', device: 'desktop', page: '/home', at: '2026-03-01T10:00:00Z', referrerHost: 'google.com', loadTime: 100 },
-  { session: 's1', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-01T10:01:00Z', loadTime: 300 },
-  { session: 's1', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-01T10:02:30Z', type: 'click' },
-  { session: 's2', visitor: 'vB', device: 'mobile', page: '/home', at: '2026-03-01T11:00:00Z', referrerHost: 'news.ycombinator.com' },
-  { session: 's3', visitor: 'vA', device: 'desktop', page: '/pricing', at: '2026-03-01T23:59:00Z', referrerHost: 'google.com' },
-  { session: 's3', visitor: 'vA', device: 'desktop', page: '/home', at: '2026-03-02T00:00:30Z' },
-  { session: 's4', visitor: 'user-42', device: 'tablet', page: '/home', at: '2026-03-02T09:00:00Z', loadTime: 250 },
-  { session: 's4', visitor: 'user-42', device: 'tablet', page: '/contact', at: '2026-03-02T09:00:20Z', type: 'form_submit' },
-  { session: 's5', visitor: 'vB', device: 'mobile', page: '/home', at: '2026-03-02T12:00:00Z', type: 'click' },
-  { session: 's6', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-04T08:00:00Z', referrerHost: 'google.com' },
-  { session: 's7', visitor: 'vD', device: 'mobile', page: '/pricing', at: '2026-03-04T15:00:00Z' },
-  { session: 's7', visitor: 'vD', device: 'mobile', page: '/home', at: '2026-03-04T15:05:00Z', referrerHost: 'twitter.com' },
+  { session: 's1', visitor: 'vA', device: 'desktop', page: '/home', at: '2026-03-01T10:00:00Z', referrerHost: 'google.com', loadTime: 100, country: 'DE', campaign: GOOGLE_ADS },
+  { session: 's1', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-01T10:01:00Z', loadTime: 300, country: 'DE' },
+  { session: 's1', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-01T10:02:30Z', type: 'click', country: 'DE' },
+  { session: 's2', visitor: 'vB', device: 'mobile', page: '/home', at: '2026-03-01T11:00:00Z', referrerHost: 'news.ycombinator.com', country: 'US' },
+  { session: 's3', visitor: 'vA', device: 'desktop', page: '/pricing', at: '2026-03-01T23:59:00Z', referrerHost: 'google.com', country: 'DE' },
+  { session: 's3', visitor: 'vA', device: 'desktop', page: '/home', at: '2026-03-02T00:00:30Z', country: 'DE' },
+  { session: 's4', visitor: 'user-42', device: 'tablet', page: '/home', at: '2026-03-02T09:00:00Z', loadTime: 250, country: 'DE' },
+  { session: 's4', visitor: 'user-42', device: 'tablet', page: '/contact', at: '2026-03-02T09:00:20Z', type: 'form_submit', country: 'DE' },
+  { session: 's5', visitor: 'vB', device: 'mobile', page: '/home', at: '2026-03-02T12:00:00Z', type: 'click', country: 'US' },
+  { session: 's6', visitor: 'vA', device: 'desktop', page: '/about', at: '2026-03-04T08:00:00Z', referrerHost: 'google.com', country: 'DE', campaign: GOOGLE_ADS },
+  { session: 's7', visitor: 'vD', device: 'mobile', page: '/pricing', at: '2026-03-04T15:00:00Z', country: 'FR', campaign: NEWSLETTER },
+  { session: 's7', visitor: 'vD', device: 'mobile', page: '/home', at: '2026-03-04T15:05:00Z', referrerHost: 'twitter.com', country: 'FR' },
 ];
 
 const EMPTY = {
@@ -39,6 +43,8 @@ const EMPTY = {
   referrers: [],
   devices: [],
   avgLoadTime: null,
+  countries: [],
+  campaigns: { utmSource: [], utmMedium: [], utmCampaign: [] },
 };
 
 describe('analytics summaries', () => {
@@ -95,6 +101,18 @@ describe('analytics summaries', () => {
         ],
         // (100 + 300 + 250) / 3
         avgLoadTime: 216.67,
+        // vA and user-42 in Germany, vB in the US, vD in France; vA counted once over its three days.
+        countries: [
+          { country: 'DE', visitors: 2 },
+          { country: 'FR', visitors: 1 },
+          { country: 'US', visitors: 1 },
+        ],
+        // vA came from the ad twice (s1, s6): one visitor.
+        campaigns: {
+          utmSource: [{ value: 'google', visitors: 1 }, { value: 'newsletter', visitors: 1 }],
+          utmMedium: [{ value: 'cpc', visitors: 1 }, { value: 'email', visitors: 1 }],
+          utmCampaign: [{ value: 'launch', visitors: 1 }, { value: 'spring', visitors: 1 }],
+        },
       },
     });
   });
@@ -119,6 +137,11 @@ describe('analytics summaries', () => {
         { type: 'tablet', count: 1 },
       ],
       avgLoadTime: 250,
+      countries: [
+        { country: 'DE', visitors: 2 },
+        { country: 'US', visitors: 1 },
+      ],
+      campaigns: { utmSource: [], utmMedium: [], utmCampaign: [] },
     });
   });
 
@@ -130,6 +153,10 @@ describe('analytics summaries', () => {
       sessions: 5,
       avgSessionDuration: 52,
       bounceRate: 0.2,
+      countries: [
+        { country: 'DE', visitors: 2 },
+        { country: 'US', visitors: 1 },
+      ],
       devices: [
         { type: 'desktop', count: 2 },
         { type: 'mobile', count: 2 },
@@ -165,11 +192,11 @@ describe('analytics summaries', () => {
         startDate: '2026-02-28',
         endDate: '2026-03-04',
         days: [
-          { date: '2026-02-28', pageViews: 0, uniqueVisitors: 0, sessions: 0 },
-          { date: '2026-03-01', pageViews: 4, uniqueVisitors: 2, sessions: 3 },
-          { date: '2026-03-02', pageViews: 2, uniqueVisitors: 3, sessions: 3 },
-          { date: '2026-03-03', pageViews: 0, uniqueVisitors: 0, sessions: 0 },
-          { date: '2026-03-04', pageViews: 3, uniqueVisitors: 2, sessions: 2 },
+          { date: '2026-02-28', pageViews: 0, uniqueVisitors: 0, sessions: 0, countries: [] },
+          { date: '2026-03-01', pageViews: 4, uniqueVisitors: 2, sessions: 3, countries: [{ country: 'DE', visitors: 1 }, { country: 'US', visitors: 1 }] },
+          { date: '2026-03-02', pageViews: 2, uniqueVisitors: 3, sessions: 3, countries: [{ country: 'DE', visitors: 2 }, { country: 'US', visitors: 1 }] },
+          { date: '2026-03-03', pageViews: 0, uniqueVisitors: 0, sessions: 0, countries: [] },
+          { date: '2026-03-04', pageViews: 3, uniqueVisitors: 2, sessions: 2, countries: [{ country: 'DE', visitors: 1 }, { country: 'FR', visitors: 1 }] },
         ],
       },
     });
@@ -247,7 +274,15 @@ describe('analytics summaries', () => {
 describe('row-level security on analytics tables', () => {
   let app: FastifyInstance;
   let site: TestWebsite;
-  const tables = ['analytics_events', 'analytics_daily_totals', 'analytics_daily_pages', 'analytics_daily_distinct', 'analytics_daily_sessions'];
+  const tables = [
+    'analytics_events',
+    'analytics_daily_totals',
+    'analytics_daily_pages',
+    'analytics_daily_distinct',
+    'analytics_daily_sessions',
+    'analytics_dimension_days',
+    'analytics_daily_dimensions',
+  ];
 
   beforeAll(async () => {
     app = await buildTestApp();
@@ -284,6 +319,9 @@ describe('row-level security on analytics tables', () => {
     ).rejects.toMatchObject({ code: '42501' });
     await expect(
       asUser(sql, user.id, (tx) => tx`update public.analytics_daily_totals set events = 0 where website_id = ${site.id}`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(
+      asUser(sql, user.id, (tx) => tx`update public.analytics_daily_dimensions set visitors = 0 where website_id = ${site.id}`),
     ).rejects.toMatchObject({ code: '42501' });
   });
 

@@ -54,7 +54,17 @@ beforeAll(async () => {
   const at = new Date().toISOString();
   const session = `session-${feedbackId}`;
   await insertEvents(sql, websiteId, [
-    { page: '/', session, visitor: `visitor-${victim.id}`, device: 'desktop', at, referrerHost: 'example.org', loadTime: 120 },
+    {
+      page: '/',
+      session,
+      visitor: `visitor-${victim.id}`,
+      device: 'desktop',
+      at,
+      referrerHost: 'example.org',
+      loadTime: 120,
+      country: 'NL',
+      campaign: { source: 'newsletter', medium: 'email', name: 'launch' },
+    },
     { type: 'click', page: '/pricing', session, visitor: `visitor-${victim.id}`, device: 'desktop', at },
   ]);
   await sql`

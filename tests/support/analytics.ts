@@ -37,6 +37,8 @@ export interface FixtureEvent {
   at: string;
   referrerHost?: string;
   loadTime?: number;
+  country?: string;
+  campaign?: { source: string; medium: string; name: string };
 }
 
 /** One INSERT for all `events` (the rollup trigger runs once for the statement). */
@@ -45,12 +47,16 @@ export async function insertEvents(sql: postgres.Sql, websiteId: string, events:
   const column = <T>(pick: (event: FixtureEvent) => T) => events.map(pick);
   await sql`
     insert into public.analytics_events
-      (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type, session_id, visitor_id, metadata, created_at)
-    select gen_random_uuid(), ${websiteId}, e.type, e.page, e.host, e.host, 'fixture', e.device, e.session, e.visitor, e.metadata::jsonb, e.at
+      (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type, session_id, visitor_id,
+       country, utm_source, utm_medium, utm_campaign, metadata, created_at)
+    select gen_random_uuid(), ${websiteId}, e.type, e.page, e.host, e.host, 'fixture', e.device, e.session, e.visitor,
+           e.country, e.utm_source, e.utm_medium, e.utm_campaign, e.metadata::jsonb, e.at
       from unnest(${column((e) => e.type ?? 'page_view')}::text[], ${column((e) => e.page)}::text[],
                   ${column((e) => e.referrerHost ?? null)}::text[], ${column((e) => e.device)}::text[],
                   ${column((e) => e.session)}::text[], ${column((e) => e.visitor)}::text[],
+                  ${column((e) => e.country ?? null)}::text[], ${column((e) => e.campaign?.source ?? null)}::text[],
+                  ${column((e) => e.campaign?.medium ?? null)}::text[], ${column((e) => e.campaign?.name ?? null)}::text[],
                   ${column((e) => JSON.stringify(e.loadTime === undefined ? {} : { loadTime: e.loadTime }))}::text[],
                   ${column((e) => e.at)}::timestamptz[])
-        as e (type, page, host, device, session, visitor, metadata, at)`;
+        as e (type, page, host, device, session, visitor, country, utm_source, utm_medium, utm_campaign, metadata, at)`;
 }

@@ -19,6 +19,10 @@ export interface EventRow {
   sessionId: string;
   userId: string | null;
   visitorId: string;
+  country: string | null;
+  utmSource: string | null;
+  utmMedium: string | null;
+  utmCampaign: string | null;
   metadata: Record<string, unknown>;
   createdAt: Date;
 }
@@ -33,12 +37,14 @@ export async function insertEventBatchElevated(sql: Sql, rows: EventRow[]): Prom
   const stored = await sql<{ id: string }[]>`
     insert into public.analytics_events
       (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
-       session_id, user_id, visitor_id, metadata, created_at)
+       session_id, user_id, visitor_id, country, utm_source, utm_medium, utm_campaign, metadata, created_at)
     select e.id, e."websiteId", e."eventType", e.page, e.referrer, e."referrerHost", e."userAgent", e."deviceType",
-           e."sessionId", e."userId", e."visitorId", e.metadata, e."createdAt"
+           e."sessionId", e."userId", e."visitorId", e.country, e."utmSource", e."utmMedium", e."utmCampaign",
+           e.metadata, e."createdAt"
       from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) as e (
         id uuid, "websiteId" uuid, "eventType" text, page text, referrer text, "referrerHost" text, "userAgent" text,
-        "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, metadata jsonb, "createdAt" timestamptz)
+        "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, country text, "utmSource" text,
+        "utmMedium" text, "utmCampaign" text, metadata jsonb, "createdAt" timestamptz)
      where exists (select 1 from public.websites w where w.id = e."websiteId")
     returning id`;
   return new Set(stored.map((row) => row.id));
@@ -47,16 +53,6 @@ export async function insertEventBatchElevated(sql: Sql, rows: EventRow[]): Prom
 export async function websiteExists(tx: Tx, websiteId: string): Promise<boolean> {
   const rows = await tx`select 1 from public.websites where id = ${websiteId}`;
   return rows.length > 0;
-}
-
-/** Distinct visitors and page views of the last `minutes`; the (website_id, created_at) index serves it. */
-export async function getRecentActivity(tx: Tx, websiteId: string, minutes: number): Promise<{ activeVisitors: number; pageViews: number }> {
-  const [row] = await tx<{ active_visitors: number; page_views: number }[]>`
-    select count(distinct visitor_id)::int as active_visitors,
-           count(*) filter (where event_type = 'page_view')::int as page_views
-      from public.analytics_events
-     where website_id = ${websiteId} and created_at > now() - make_interval(mins => ${minutes})`;
-  return { activeVisitors: row.active_visitors, pageViews: row.page_views };
 }
 
 export interface DailyTotals {
@@ -148,9 +144,9 @@ export async function getDeviceSessionCounts(tx: Tx, { websiteId, startDate, end
   return rows.map((row) => ({ type: row.type, count: Number(row.count) }));
 }
 
-/** One row per day of the range, zero days included. */
-export async function getDailySeries(tx: Tx, { websiteId, startDate, endDate }: DayRange) {
-  const rows = await tx<{ date: string; page_views: string; unique_visitors: string; sessions: string }[]>`
+/** One row per day of the range, zero days included; a query to await or to read through a cursor (exports). */
+export function selectDailySeries(tx: Tx, { websiteId, startDate, endDate }: DayRange) {
+  return tx<{ date: string; page_views: string; unique_visitors: string; sessions: string }[]>`
     select to_char(d.day, 'YYYY-MM-DD') as date,
            coalesce(t.page_views, 0) as page_views,
            coalesce(v.visitors, 0) as unique_visitors,
@@ -169,10 +165,17 @@ export async function getDailySeries(tx: Tx, { websiteId, startDate, endDate }: 
          group by day
       ) s on s.day = d.day
      order by d.day`;
-  return rows.map((row) => ({
-    date: row.date,
-    pageViews: Number(row.page_views),
-    uniqueVisitors: Number(row.unique_visitors),
-    sessions: Number(row.sessions),
-  }));
+}
+
+export type DailySeriesRow = Awaited<ReturnType<typeof selectDailySeries>>[number];
+
+export const toDailySeriesDay = (row: DailySeriesRow) => ({
+  date: row.date,
+  pageViews: Number(row.page_views),
+  uniqueVisitors: Number(row.unique_visitors),
+  sessions: Number(row.sessions),
+});
+
+export async function getDailySeries(tx: Tx, range: DayRange) {
+  return (await selectDailySeries(tx, range)).map(toDailySeriesDay);
 }

@@ -8,13 +8,16 @@ import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { WEBSITE_READERS } from '../websites/permissions.ts';
 import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
+import analyticsRetentionPlugin from './retention/worker.ts';
+import { createCountryLookup } from './geo.ts';
 import type { AnalyticsReader } from './permissions.ts';
 import {
+  CsvResponseSchema,
   DailySeriesResponseSchema,
   DateRangeQuerySchema,
   IgnoredEventResponseSchema,
-  RealtimeQuerySchema,
-  RealtimeResponseSchema,
+  LiveQuerySchema,
+  LiveVisitorsResponseSchema,
   RecordedEventResponseSchema,
   RecordEventBodySchema,
   SummaryQuerySchema,
@@ -22,7 +25,8 @@ import {
   WebsiteSummaryParamsSchema,
   WebsiteSummaryQuerySchema,
 } from './schemas.ts';
-import { createIngestService, createSummaryService, REALTIME_WINDOW_MINUTES } from './service.ts';
+import { createIngestService, createLiveService, createSummaryService, DAILY_SERIES_CSV_COLUMNS } from './service.ts';
+import { csvStream, sendCsv } from '../../lib/csv.ts';
 
 // Analytics routes (SPEC section 4, issue 5), under /api/analytics. Ingestion is public and answers
 // after commit (group commit, batcher.ts); queries need a viewer, editor or
@@ -49,10 +53,17 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });
-  const ingest = createIngestService({ batcher: app.analyticsBatcher, saltSecret });
+  await app.register(analyticsRetentionPlugin, { config });
+  const ingest = createIngestService({
+    batcher: app.analyticsBatcher,
+    saltSecret,
+    countryOf: createCountryLookup(config.ANALYTICS_COUNTRY_DB),
+  });
   const summaries = createSummaryService({ db: app.db });
+  const live = createLiveService({ db: app.db });
   const websites = createWebsitesService({ db: app.db });
   const requireReaderRole = app.requireRole(...WEBSITE_READERS);
+  const requireAdmin = app.requireRole('admin');
 
   app.decorateRequest('analyticsReader', null);
 
@@ -145,16 +156,12 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       schema: {
         tags,
         security,
-        summary: `Visitors on the site now: distinct visitors and page views of the last ${REALTIME_WINDOW_MINUTES} minutes`,
-        querystring: RealtimeQuerySchema,
-        response: { 200: RealtimeResponseSchema },
+        summary: 'Visitors active in the last 5 minutes, per website',
+        querystring: LiveQuerySchema,
+        response: { 200: LiveVisitorsResponseSchema },
       },
     },
-    async function realtimeVisitors(request) {
-      const { websiteId } = request.query;
-      const activity = await summaries.realtime(readerOf(request), websiteId);
-      return { success: true as const, data: { websiteId, windowMinutes: REALTIME_WINDOW_MINUTES, ...activity } };
-    },
+    async (request) => ({ success: true as const, data: await live.activeVisitors(readerOf(request), request.query.websiteId) }),
   );
 
   app.get(
@@ -167,6 +174,33 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       const { websiteId, startDate, endDate } = request.query;
       const series = await summaries.dailySeries(readerOf(request), { websiteId, startDate, endDate });
       return { success: true as const, data: { websiteId, ...series } };
+    },
+  );
+
+  app.get(
+    '/date-range/export',
+    {
+      onRequest: requireAdmin,
+      schema: {
+        tags,
+        security: [{ bearer: [] }],
+        summary: 'Download the daily series as CSV, streamed (admin; same query as /date-range)',
+        querystring: DateRangeQuerySchema,
+        produces: ['text/csv'],
+        response: { 200: CsvResponseSchema },
+      },
+    },
+    async (request, reply) => {
+      if (!request.caller) throw unauthorized();
+      const reader: AnalyticsReader = { kind: 'caller', caller: request.caller };
+      const range = request.query;
+      await summaries.checkReadable(reader, range);
+      const body = csvStream(
+        [...DAILY_SERIES_CSV_COLUMNS],
+        (sink) => summaries.exportDailySeries(reader, range, sink),
+        (error) => request.log.error({ err: error }, 'daily series export failed after it started'),
+      );
+      return sendCsv(reply, `analytics-${range.websiteId}-${range.startDate}-${range.endDate}.csv`, body);
     },
   );
 };

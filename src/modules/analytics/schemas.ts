@@ -94,6 +94,11 @@ export interface DayRange {
 
 const count = z.number().int().nonnegative();
 
+/** Unique visitors from one country (ISO 3166-1 alpha-2). */
+export const CountryCountSchema = z.object({ country: z.string().length(2), visitors: count });
+/** Unique visitors who arrived with one value of a utm_* tag. */
+export const TagCountSchema = z.object({ value: z.string(), visitors: count });
+
 export const AnalyticsSummarySchema = z.object({
   pageViews: count,
   uniqueVisitors: count,
@@ -104,6 +109,12 @@ export const AnalyticsSummarySchema = z.object({
   referrers: z.array(z.object({ source: z.string(), count })),
   devices: z.array(z.object({ type: z.enum(['desktop', 'mobile', 'tablet']), count })),
   avgLoadTime: z.number().nullable(),
+  countries: z.array(CountryCountSchema),
+  campaigns: z.object({
+    utmSource: z.array(TagCountSchema),
+    utmMedium: z.array(TagCountSchema),
+    utmCampaign: z.array(TagCountSchema),
+  }),
 });
 export type AnalyticsSummary = z.infer<typeof AnalyticsSummarySchema>;
 
@@ -115,8 +126,24 @@ export const SummaryResponseSchema = z.object({
 export const DailySeriesSchema = z.object({
   startDate: z.string(),
   endDate: z.string(),
-  days: z.array(z.object({ date: z.string(), pageViews: count, uniqueVisitors: count, sessions: count })),
+  days: z.array(
+    z.object({ date: z.string(), pageViews: count, uniqueVisitors: count, sessions: count, countries: z.array(CountryCountSchema) }),
+  ),
 });
 export type DailySeries = z.infer<typeof DailySeriesSchema>;
 
 export const DailySeriesResponseSchema = z.object({ success: z.literal(true), data: DailySeriesSchema.extend({ websiteId: z.uuid() }) });
+
+export const LiveQuerySchema = z.object({ websiteId: websiteId.optional() });
+
+export const LiveVisitorsSchema = z.object({
+  windowSeconds: count,
+  at: z.iso.datetime(),
+  activeVisitors: count,
+  websites: z.array(z.object({ websiteId: z.uuid(), name: z.string(), activeVisitors: count })),
+});
+export type LiveVisitors = z.infer<typeof LiveVisitorsSchema>;
+
+export const LiveVisitorsResponseSchema = z.object({ success: z.literal(true), data: LiveVisitorsSchema });
+
+export const CsvResponseSchema = z.string().describe('text/csv; a header line, then one line per row');

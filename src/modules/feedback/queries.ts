@@ -106,6 +106,16 @@ export async function feedbackScreenshot(tx: Tx, id: string): Promise<string | n
   return row?.screenshot;
 }
 
+/** All matching feedback, newest first, for reading through a cursor (exports); the screenshot is left out. */
+export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter) {
+  return tx<Omit<FeedbackRow, 'screenshot'>[]>`
+    select id, name, email, comment, rating, status, location, category,
+           admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
+      from public.feedback
+      ${where(tx, filter)}
+     order by created_at desc, id desc`;
+}
+
 export interface TriageChange {
   status?: FeedbackStatus;
   adminNotes?: string;

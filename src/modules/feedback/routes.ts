@@ -5,6 +5,8 @@ import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { createCaptchaVerifier } from './captcha.ts';
 import {
   FeedbackIdParamsSchema,
+  CsvResponseSchema,
+  ExportFeedbackQuerySchema,
   ListFeedbackQuerySchema,
   ListFeedbackResponseSchema,
   SubmitFeedbackBodySchema,
@@ -13,7 +15,8 @@ import {
   UpdateFeedbackResponseSchema,
 } from './schemas.ts';
 import { MAX_SCREENSHOT_CHARS } from './screenshot.ts';
-import { createFeedbackService } from './service.ts';
+import { createFeedbackService, FEEDBACK_CSV_COLUMNS } from './service.ts';
+import { csvStream, sendCsv } from '../../lib/csv.ts';
 
 // SPEC section 4, feedback routes: public submission (and its legacy path),
 // admin list (and its alias) and admin triage.
@@ -81,6 +84,30 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
         .header('cache-control', 'private, no-store')
         .header('content-disposition', file.image ? 'inline' : `attachment; filename="screenshot-${request.params.id}"`);
       return reply.type(file.type).send(file.bytes);
+    },
+  );
+
+  app.get(
+    '/api/feedback/export',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        tags: ['feedback'],
+        summary: 'Download matching feedback as CSV, streamed, newest first (admin)',
+        security: [{ bearer: [] }],
+        querystring: ExportFeedbackQuerySchema,
+        produces: ['text/csv'],
+        response: { 200: CsvResponseSchema },
+      },
+    },
+    async (request, reply) => {
+      const actor = actorFor(request.caller);
+      const body = csvStream(
+        FEEDBACK_CSV_COLUMNS.map(([name]) => name),
+        (sink) => feedback.export(actor, request.query, sink),
+        (error) => request.log.error({ err: error }, 'feedback export failed after it started'),
+      );
+      return sendCsv(reply, `feedback-${new Date().toISOString().slice(0, 10)}.csv`, body);
     },
   );
 

@@ -57,6 +57,12 @@ export const ListFeedbackQuerySchema = z.object({
 });
 export type ListFeedbackQuery = z.infer<typeof ListFeedbackQuerySchema>;
 
+/** The list's filters; an export has every matching row, so no paging. */
+export const ExportFeedbackQuerySchema = ListFeedbackQuerySchema.pick({ status: true, websiteId: true });
+export type ExportFeedbackQuery = z.infer<typeof ExportFeedbackQuerySchema>;
+
+export const CsvResponseSchema = z.string().describe('text/csv; a header line, then one line per row');
+
 const timestamp = z.iso.datetime();
 
 /** A feedback record as admins see it: every field, null where unset. */

@@ -3,15 +3,36 @@ import escapeHtml from 'escape-html';
 import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
-import { countFeedback, feedbackScreenshot, insertFeedback, listFeedback, updateFeedbackTriage } from './queries.ts';
+import type { CsvSink } from '../../lib/csv.ts';
+import { countFeedback, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
 import { screenshotFile } from './screenshot.ts';
-import type { Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
+import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
 
 // Feedback operations. Submissions run as `anon` under row-level security;
 // admin operations run as their caller. All text is HTML-escaped with
 // escape-html before it is stored (SPEC section 2).
 
 const SUBMITTER: DbActor = { role: 'anon' };
+const EXPORT_CURSOR_ROWS = 500;
+
+type ExportRow = Awaited<ReturnType<typeof selectFeedbackForExport>>[number];
+/** The export's columns, in order: header and how each is read from a row. */
+export const FEEDBACK_CSV_COLUMNS: Array<[string, (row: ExportRow) => unknown]> = [
+  ['id', (row) => row.id],
+  ['createdAt', (row) => row.created_at],
+  ['updatedAt', (row) => row.updated_at],
+  ['status', (row) => row.status],
+  ['rating', (row) => row.rating],
+  ['category', (row) => row.category],
+  ['name', (row) => row.name],
+  ['email', (row) => row.email],
+  ['comment', (row) => row.comment],
+  ['location', (row) => row.location],
+  ['websiteId', (row) => row.website_id],
+  ['adminNotes', (row) => row.admin_notes],
+  ['resolvedBy', (row) => row.resolved_by],
+  ['resolvedAt', (row) => row.resolved_at],
+];
 
 const escapeOptional = (value: string | undefined) => (value === undefined ? null : escapeHtml(value));
 
@@ -74,6 +95,18 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
       const dataUrl = await db.asActor(actor, (tx) => feedbackScreenshot(tx, id));
       if (!dataUrl) throw notFound('Screenshot not found');
       return screenshotFile(dataUrl);
+    },
+
+    /** Writes every matching row into `sink`, read through a cursor in the caller's transaction. */
+    async export(actor: DbActor, filter: ExportFeedbackQuery, sink: CsvSink): Promise<void> {
+      await db.asActor(actor, async (tx) => {
+        for await (const rows of selectFeedbackForExport(tx, filter).cursor(EXPORT_CURSOR_ROWS)) {
+          for (const row of rows) {
+            const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
+            if (!open) return;
+          }
+        }
+      });
     },
 
     async update(actor: DbActor, id: string, body: UpdateFeedbackBody, actingAdmin: string) {

@@ -53,7 +53,15 @@ function fillRows(tbody, rows) {
   );
 }
 
-function render({ metrics, health }) {
+function renderLive(live) {
+  if (!live) return;
+  setText('live-visitors', int.format(live.activeVisitors));
+  const active = live.websites.filter((website) => website.activeVisitors > 0);
+  fillRows($('live-websites'), active.map((website) => [[website.name, 'website'], [int.format(website.activeVisitors), 'num']]));
+}
+
+function render({ metrics, health, live }) {
+  renderLive(live);
   const { requests, latencyMs, memory, eventLoopLagMs } = metrics;
   setText('rps', requests.perSecond.toFixed(2));
   setText('total-requests', int.format(requests.total));

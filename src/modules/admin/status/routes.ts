@@ -8,8 +8,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../config.ts';
 import { AppError } from '../../../lib/errors.ts';
-import { bearerToken } from '../../../plugins/auth.ts';
+import { actorFor, bearerToken } from '../../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
+import { createLiveService } from '../../analytics/service.ts';
 import { cachedHealth, checkHealth } from '../health.ts';
 import { createStatusSessionService } from './session.ts';
 
@@ -77,6 +78,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       return !(error instanceof AppError && (error.statusCode === 401 || error.statusCode === 403));
     }
   }
+  const live = createLiveService({ db: app.db });
 
   /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
   async function authorize(request: FastifyRequest, reply: FastifyReply) {
@@ -111,8 +113,9 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     streams.add(stream);
     const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     const tick = async () => {
-      const [metrics, report] = await Promise.all([app.metrics.snapshot(), health()]);
-      send('snapshot', { metrics, health: report, sample: app.metrics.history().at(-1) ?? null });
+      // Active visitors are read as the signed-in admin, under row-level security.
+      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), live.activeAs(actorFor(request.caller), null)]);
+      send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
     // authorize() has set the caller and put the cookie's token, if any, in the header.

@@ -1,108 +1,113 @@
-// The tracking script: <script defer src="https://API/script.js" data-website-id="…"></script>
-// on any page. Records page views (SPA route changes included), the referrer,
-// the page load time and custom events, and sends them to POST /api/analytics
-// as text/plain JSON with navigator.sendBeacon (no CORS preflight, survives
-// the page closing), falling back to fetch with keepalive. No cookie: the
-// session id lives in sessionStorage, for the tab's life. Do Not Track and
-// Global Privacy Control turn it off entirely.
+// The analytics tracker, served at /script.js. One tag records a site:
+//   <script defer src="https://api.example.com/script.js" data-website-id="…"></script>
+// Page views (also SPA route changes through the history API), the referrer,
+// page load time, and custom events (data-event attributes, or
+// window.portfolioAnalytics.track(name, props)). Nothing when the browser
+// sends Do Not Track or Global Privacy Control. No cookie: the session id
+// lives in sessionStorage (this tab only), or in memory when that is refused.
 (function () {
   'use strict';
   var script = document.currentScript;
   if (!script) return;
   var websiteId = script.getAttribute('data-website-id');
-  if (!websiteId) return;
-  if (navigator.doNotTrack === '1' || window.doNotTrack === '1' || navigator.globalPrivacyControl === true) return;
+  var dnt = navigator.doNotTrack === '1' || window.doNotTrack === '1' || navigator.msDoNotTrack === '1';
+  var gpc = navigator.globalPrivacyControl === true;
+  var api = { track: function () {} };
+  window.portfolioAnalytics = api;
+  if (!websiteId || dnt || gpc) return;
 
-  var endpoint = (script.getAttribute('data-host-url') || new URL(script.src).origin) + '/api/analytics';
-  var SESSION_KEY = 'portfolio-analytics-session';
-
-  function sessionId() {
-    try {
-      var id = sessionStorage.getItem(SESSION_KEY);
-      if (!id) {
-        id = crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2);
-        sessionStorage.setItem(SESSION_KEY, id);
-      }
-      return id;
-    } catch (e) {
-      return 'no-storage';
-    }
+  var endpoint = (script.getAttribute('data-host-url') || new URL(script.src).origin).replace(/\/$/, '') + '/api/analytics';
+  var KEY = 'portfolio-analytics-session';
+  var sessionId;
+  try {
+    sessionId = sessionStorage.getItem(KEY);
+    if (!sessionId) sessionStorage.setItem(KEY, (sessionId = newId()));
+  } catch (e) {
+    sessionId = newId();
   }
 
-  function send(eventType, metadata, referrer) {
-    var event = {
-      websiteId: websiteId,
-      eventType: eventType,
-      page: location.pathname + location.search,
-      userAgent: navigator.userAgent,
-      sessionId: sessionId(),
-      metadata: metadata,
-    };
-    if (referrer) event.referrer = referrer;
+  function newId() {
+    return crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now().toString(36);
+  }
+
+  // The path, and of the query only the campaign tags: other parameters often carry tokens or e-mail addresses.
+  function currentPage() {
+    var tags = [];
+    new URLSearchParams(location.search).forEach(function (value, name) {
+      if (/^utm_(source|medium|campaign|term|content)$/.test(name)) tags.push(encodeURIComponent(name) + '=' + encodeURIComponent(value));
+    });
+    return location.pathname + (tags.length ? '?' + tags.join('&') : '');
+  }
+
+  function send(eventType, fields) {
+    var event = { websiteId: websiteId, eventType: eventType, page: currentPage(), userAgent: navigator.userAgent, sessionId: sessionId };
+    for (var name in fields) if (fields[name] !== undefined) event[name] = fields[name];
     var body = JSON.stringify(event);
+    // text/plain is a CORS "simple request": no preflight; the answer is not read.
     var blob = new Blob([body], { type: 'text/plain' });
     if (navigator.sendBeacon && navigator.sendBeacon(endpoint, blob)) return;
-    fetch(endpoint, { method: 'POST', body: body, headers: { 'content-type': 'text/plain' }, mode: 'no-cors', keepalive: true }).catch(function () {});
+    fetch(endpoint, { method: 'POST', body: body, headers: { 'Content-Type': 'text/plain' }, mode: 'no-cors', keepalive: true }).catch(function () {});
   }
 
-  function loadTimeMs() {
+  function loadTime() {
     var entry = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
     return entry && entry.loadEventEnd > 0 ? Math.round(entry.loadEventEnd - entry.startTime) : undefined;
   }
 
-  function pageView(referrer, extra) {
-    var metadata = { title: document.title, screen: screen.width + 'x' + screen.height, language: navigator.language };
-    for (var key in extra) metadata[key] = extra[key];
-    send('page_view', metadata, referrer);
+  var lastPage;
+  var referrer = document.referrer;
+  function pageView(first) {
+    var page = currentPage();
+    if (page === lastPage) return;
+    lastPage = page;
+    var metadata = { screen: screen.width + 'x' + screen.height };
+    if (first) metadata.loadTime = loadTime();
+    send('page_view', { referrer: referrer ? referrer.slice(0, 2048) : undefined, metadata: metadata });
+    // The visit's source is counted once, on its first page; route changes inside the site carry none.
+    referrer = undefined;
   }
 
-  var lastPage = location.pathname + location.search;
-  function routeChanged() {
-    var page = location.pathname + location.search;
-    if (page === lastPage) return;
-    var from = location.origin + lastPage;
-    lastPage = page;
-    pageView(from, { navigation: 'spa' });
+  function properties(element) {
+    var props = {};
+    for (var i = 0; i < element.attributes.length; i += 1) {
+      var attribute = element.attributes[i];
+      var match = /^data-event-(.+)$/.exec(attribute.name);
+      if (match) props[match[1]] = attribute.value;
+    }
+    return props;
   }
-  ['pushState', 'replaceState'].forEach(function (name) {
-    var original = history[name];
-    history[name] = function () {
+
+  function custom(eventType, name, props) {
+    var metadata = { event: String(name).slice(0, 200) };
+    for (var key in props) if (key !== 'event') metadata[key] = props[key];
+    send(eventType, { metadata: metadata });
+  }
+
+  api.track = function (name, props) {
+    if (name) custom('custom', name, props || {});
+  };
+
+  document.addEventListener('click', function (e) {
+    var element = e.target && e.target.closest && e.target.closest('[data-event]');
+    if (element && element.tagName !== 'FORM') custom('click', element.getAttribute('data-event'), properties(element));
+  }, true);
+  document.addEventListener('submit', function (e) {
+    var form = e.target;
+    if (form && form.getAttribute && form.getAttribute('data-event')) custom('form_submit', form.getAttribute('data-event'), properties(form));
+  }, true);
+
+  // Single-page apps change routes with the history API; popstate covers back and forward.
+  ['pushState', 'replaceState'].forEach(function (method) {
+    var original = history[method];
+    history[method] = function () {
       var result = original.apply(this, arguments);
-      routeChanged();
+      setTimeout(pageView, 0);
       return result;
     };
   });
-  window.addEventListener('popstate', routeChanged);
+  window.addEventListener('popstate', function () { pageView(); });
 
-  // Custom events: <button data-event="signup" data-event-plan="pro">, or portfolioAnalytics.track(name, data).
-  document.addEventListener(
-    'click',
-    function (event) {
-      var element = event.target instanceof Element ? event.target.closest('[data-event]') : null;
-      if (!element) return;
-      var data = { event: element.getAttribute('data-event') };
-      for (var i = 0; i < element.attributes.length; i += 1) {
-        var attribute = element.attributes[i];
-        if (attribute.name.indexOf('data-event-') === 0) data[attribute.name.slice('data-event-'.length)] = attribute.value;
-      }
-      send('custom', data);
-    },
-    true,
-  );
-  window.portfolioAnalytics = {
-    track: function (name, data) {
-      var metadata = { event: String(name) };
-      for (var key in data || {}) metadata[key] = data[key];
-      send('custom', metadata);
-    },
-  };
-
-  // The first page view waits for the load event, so it carries the load time.
-  function first() {
-    setTimeout(function () {
-      pageView(document.referrer || undefined, { loadTime: loadTimeMs() });
-    }, 0);
-  }
-  if (document.readyState === 'complete') first();
-  else window.addEventListener('load', first, { once: true });
+  // The first page view waits for the load event, so its load time is known.
+  if (document.readyState === 'complete') pageView(true);
+  else window.addEventListener('load', function () { setTimeout(function () { pageView(true); }, 0); });
 })();

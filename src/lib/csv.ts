@@ -1,0 +1,66 @@
+import { PassThrough, type Readable } from 'node:stream';
+import type { FastifyReply } from 'fastify';
+
+// CSV (RFC 4180) written row by row into a stream, so an export never holds
+// the whole file in memory: rows come from a database cursor and the writer
+// waits whenever the client reads slower than the database answers.
+
+/** A cell: quoted when it holds a comma, quote or line break; spreadsheet formulas are defused. */
+export function csvCell(value: unknown): string {
+  if (value === null || value === undefined) return '';
+  let text = value instanceof Date ? value.toISOString() : String(value);
+  // A cell starting with = + - @ (or a tab or CR) runs as a formula in spreadsheet programs.
+  if (typeof value === 'string' && /^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+export const csvLine = (values: unknown[]) => `${values.map(csvCell).join(',')}\r\n`;
+
+export interface CsvSink {
+  /** Writes a line; resolves when the client can take more. False when the client has gone. */
+  write(values: unknown[]): Promise<boolean>;
+}
+
+/**
+ * A stream to send as the reply, and `fill` run in the background to write
+ * into it. A failure after the first byte cannot change the status any more:
+ * the stream is destroyed, so the client sees a cut download, not a short file.
+ */
+export function csvStream(header: string[], fill: (sink: CsvSink) => Promise<void>, onError: (error: unknown) => void): Readable {
+  const stream = new PassThrough();
+  stream.write(csvLine(header));
+  const gone = () => stream.destroyed || stream.writableEnded;
+  const sink: CsvSink = {
+    async write(values) {
+      if (gone()) return false;
+      if (stream.write(csvLine(values))) return true;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          stream.off('drain', done);
+          stream.off('close', done);
+          resolve();
+        };
+        stream.on('drain', done);
+        stream.on('close', done);
+      });
+      return !gone();
+    },
+  };
+  fill(sink).then(
+    () => stream.end(),
+    (error) => {
+      onError(error);
+      stream.destroy(error instanceof Error ? error : new Error(String(error)));
+    },
+  );
+  return stream;
+}
+
+/** Sends `body` as a CSV download. The reply is taken untyped: route schemas describe the body as text. */
+export function sendCsv(reply: FastifyReply, filename: string, body: Readable): FastifyReply {
+  return reply
+    .type('text/csv; charset=utf-8')
+    .header('content-disposition', `attachment; filename="${filename}"`)
+    .header('cache-control', 'no-store')
+    .send(body);
+}

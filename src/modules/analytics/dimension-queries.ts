@@ -1,0 +1,47 @@
+import type { Tx } from '../../plugins/db.ts';
+import type { DayRange } from './schemas.ts';
+
+// Countries and campaign tags, from analytics_daily_dimensions (migration
+// 20261122000110): a visitor counts once in the range, on the first day it
+// was seen there with that value (prev_day before the range). One query per
+// function, in the transaction of `app.db.asActor`.
+
+export type Dimension = 'country' | 'utm_source' | 'utm_medium' | 'utm_campaign';
+
+/** The `limit` values of `dimension` with the most unique visitors in the range; ties by value. */
+export async function getTopDimensionValues(tx: Tx, { websiteId, startDate, endDate }: DayRange, dimension: Dimension, limit: number) {
+  const rows = await tx<{ value: string; visitors: string }[]>`
+    select value, sum(visitors) as visitors
+      from public.analytics_daily_dimensions
+     where website_id = ${websiteId} and dimension = ${dimension}
+       and day between ${startDate}::date and ${endDate}::date and prev_day < ${startDate}::date
+     group by value
+    having sum(visitors) > 0
+     order by sum(visitors) desc, value asc
+     limit ${limit}`;
+  return rows.map((row) => ({ value: row.value, visitors: Number(row.visitors) }));
+}
+
+/** Per day of the range, its own top `limit` countries by that day's unique visitors; days without any are absent. */
+export async function getDailyTopCountries(tx: Tx, { websiteId, startDate, endDate }: DayRange, limit: number) {
+  const rows = await tx<{ date: string; value: string; visitors: string }[]>`
+    select to_char(day, 'YYYY-MM-DD') as date, value, visitors
+      from (
+        select day, value, sum(visitors) as visitors,
+               row_number() over (partition by day order by sum(visitors) desc, value asc) as rank
+          from public.analytics_daily_dimensions
+         where website_id = ${websiteId} and dimension = 'country'
+           and day between ${startDate}::date and ${endDate}::date
+         group by day, value
+        having sum(visitors) > 0
+      ) as ranked
+     where rank <= ${limit}
+     order by day, rank`;
+  const byDay = new Map<string, { country: string; visitors: number }[]>();
+  for (const row of rows) {
+    const list = byDay.get(row.date) ?? [];
+    list.push({ country: row.value, visitors: Number(row.visitors) });
+    byDay.set(row.date, list);
+  }
+  return byDay;
+}

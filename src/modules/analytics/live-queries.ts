@@ -1,0 +1,28 @@
+import type { Tx } from '../../plugins/db.ts';
+
+// Live view: visitors active in the last minutes, straight from the events
+// (a few minutes of rows, found through the (website_id, created_at) index).
+// Runs in the transaction of `app.db.asActor`, so row-level security decides
+// which websites and events the caller sees.
+
+export interface ActiveWebsite {
+  websiteId: string;
+  name: string;
+  activeVisitors: number;
+}
+
+/** Per website (or the one asked for), distinct visitors with an event in the last `seconds`; busiest first. */
+export async function getActiveVisitors(tx: Tx, { seconds, websiteId, limit }: { seconds: number; websiteId: string | null; limit: number }) {
+  const rows = await tx<{ website_id: string; name: string; visitors: string }[]>`
+    select w.id as website_id, w.name, active.visitors
+      from public.websites w
+     cross join lateral (
+       select count(distinct e.visitor_id) as visitors
+         from public.analytics_events e
+        where e.website_id = w.id and e.created_at >= now() - make_interval(secs => ${seconds})
+     ) as active
+     where ${websiteId}::uuid is null or w.id = ${websiteId}::uuid
+     order by active.visitors desc, w.name, w.id
+     limit ${limit}`;
+  return rows.map((row): ActiveWebsite => ({ websiteId: row.website_id, name: row.name, activeVisitors: Number(row.visitors) }));
+}

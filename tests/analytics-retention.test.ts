@@ -1,0 +1,83 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pruneExpiredEventsElevated, retentionCutoff } from '../src/modules/analytics/retention/worker.ts';
+import { buildTestApp } from './support/app.ts';
+import { createWebsite, type FixtureEvent, insertEvents, type TestWebsite } from './support/analytics.ts';
+import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+
+// Retention: raw events before the cut-off are deleted in batches; the
+// rollups keep every figure exact, and later events still link to the days
+// whose raw events are gone. Old events here are from 2019 so that no other
+// test's rows are older than the cut-off used.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+describe('retention cut-off', () => {
+  it.each([
+    ['2026-11-23T15:00:00Z', 13, '2025-10-23T00:00:00.000Z'],
+    ['2026-03-31T00:00:00Z', 1, '2026-02-28T00:00:00.000Z'],
+    ['2028-03-31T23:59:59Z', 1, '2028-02-29T00:00:00.000Z'],
+    ['2026-01-15T08:00:00Z', 24, '2024-01-15T00:00:00.000Z'],
+  ])('%s minus %i months → %s', (now, months, expected) => {
+    expect(retentionCutoff(new Date(now), months).toISOString()).toBe(expected);
+  });
+});
+
+describe('deleting expired events', () => {
+  let app: FastifyInstance;
+  let site: TestWebsite;
+  const OLD: FixtureEvent[] = [
+    { session: 'o1', visitor: 'vA', device: 'desktop', page: '/', at: '2019-06-01T10:00:00Z', country: 'DE', loadTime: 100 },
+    { session: 'o1', visitor: 'vA', device: 'desktop', page: '/a', at: '2019-06-01T10:05:00Z', country: 'DE' },
+    { session: 'o2', visitor: 'vB', device: 'mobile', page: '/', at: '2019-06-02T11:00:00Z', referrerHost: 'example.org' },
+    { session: 'o3', visitor: 'vA', device: 'desktop', page: '/b', at: '2019-12-31T23:59:00Z', country: 'DE' },
+    { session: 'o3', visitor: 'vA', device: 'desktop', page: '/c', at: '2020-01-01T00:01:00Z', country: 'DE' },
+  ];
+
+  beforeAll(async () => {
+    app = await buildTestApp();
+    site = await createWebsite(app, 'Retention');
+    await insertEvents(sql, site.id, OLD);
+  });
+  afterAll(async () => app?.close());
+
+  const summary = async (startDate: string, endDate: string) => {
+    const response = await app.inject({
+      method: 'GET',
+      url: `/api/analytics?websiteId=${site.id}&startDate=${startDate}&endDate=${endDate}`,
+      headers: { 'x-api-key': site.apiKey },
+    });
+    expect(response.statusCode).toBe(200);
+    return response.json().data;
+  };
+
+  it('removes raw events before the cut-off in batches; summaries of those days do not change', async () => {
+    const before = [await summary('2019-06-01', '2019-06-30'), await summary('2019-12-01', '2020-01-31')];
+    const deleted = await pruneExpiredEventsElevated(sql, { cutoff: new Date('2020-01-01T00:00:00Z'), batchSize: 2 });
+    // Other tests' events are all newer than 2020.
+    expect(deleted).toBe(4);
+    const left = await sql`select page, created_at from public.analytics_events where website_id = ${site.id}`;
+    expect(left.map((row) => row.page)).toEqual(['/c']);
+    expect([await summary('2019-06-01', '2019-06-30'), await summary('2019-12-01', '2020-01-31')]).toEqual(before);
+    expect(before[0]).toMatchObject({ pageViews: 3, uniqueVisitors: 2, sessions: 2, countries: [{ country: 'DE', visitors: 1 }] });
+    // Nothing left to delete: a second run finds nothing.
+    expect(await pruneExpiredEventsElevated(sql, { cutoff: new Date('2020-01-01T00:00:00Z'), batchSize: 2 })).toBe(0);
+  });
+
+  it('a visitor seen before the deleted days is still counted once with later events', async () => {
+    await insertEvents(sql, site.id, [{ session: 'n1', visitor: 'vA', device: 'desktop', page: '/', at: '2020-02-01T09:00:00Z', country: 'DE' }]);
+    const span = await summary('2019-06-01', '2020-02-29');
+    expect(span).toMatchObject({ uniqueVisitors: 2, countries: [{ country: 'DE', visitors: 1 }] });
+  });
+
+  it('events stay append-only for everyone else; API roles cannot call the retention function', async () => {
+    await expect(sql`delete from public.analytics_events where website_id = ${site.id}`).rejects.toMatchObject({ code: '55000' });
+    const admin = await createAuthUser(sql);
+    await grantRole(sql, admin.id, 'admin');
+    await expect(
+      asUser(sql, admin.id, (tx) => tx`select public.delete_analytics_events_before(now(), 10)`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(sql`select public.delete_analytics_events_before(now(), 0)`).rejects.toMatchObject({ code: '22023' });
+  });
+});

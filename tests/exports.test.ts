@@ -1,0 +1,140 @@
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { csvCell, csvLine } from '../src/lib/csv.ts';
+import { legacyAdmin, refusedTokens } from './support/admin-auth.ts';
+import { buildTestApp } from './support/app.ts';
+import { createWebsite, insertEvents, type TestWebsite } from './support/analytics.ts';
+import { testSql } from './support/db.ts';
+
+// CSV downloads for admins: feedback and a website's daily series, streamed
+// from a database cursor, with the JSON routes' filters and errors.
+
+const sql = testSql();
+afterAll(() => sql.end());
+
+/** Splits CSV text into rows of cells (RFC 4180 quoting). */
+function parseCsv(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let cell = '';
+  let quoted = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const char = text[i];
+    if (quoted) {
+      if (char === '"' && text[i + 1] === '"') (cell += '"'), (i += 1);
+      else if (char === '"') quoted = false;
+      else cell += char;
+    } else if (char === '"') quoted = true;
+    else if (char === ',') row.push(cell), (cell = '');
+    else if (char === '\r' && text[i + 1] === '\n') {
+      row.push(cell);
+      rows.push(row);
+      (row = []), (cell = ''), (i += 1);
+    } else cell += char;
+  }
+  return rows;
+}
+
+describe('csv cells', () => {
+  it('quotes what needs it and defuses spreadsheet formulas', () => {
+    expect(csvLine(['a', 1, null, undefined, 'b,c', 'say "hi"', 'two\nlines'])).toBe('a,1,,,"b,c","say ""hi""","two\nlines"\r\n');
+    expect(csvCell('=HYPERLINK("x")')).toBe(`"'=HYPERLINK(""x"")"`);
+    expect(csvCell('+1')).toBe("'+1");
+    expect(csvCell(-1)).toBe('-1');
+    expect(csvCell(new Date('2026-03-01T00:00:00Z'))).toBe('2026-03-01T00:00:00.000Z');
+  });
+});
+
+describe('exports', () => {
+  let app: FastifyInstance;
+  let admin: { authorization: string };
+  let site: TestWebsite;
+
+  beforeAll(async () => {
+    app = await buildTestApp();
+    admin = await legacyAdmin();
+    site = await createWebsite(app, 'Export site');
+    await insertEvents(sql, site.id, [
+      { session: 's1', visitor: 'v1', device: 'desktop', page: '/', at: '2026-04-01T10:00:00Z' },
+      { session: 's1', visitor: 'v1', device: 'desktop', page: '/a', at: '2026-04-01T10:01:00Z' },
+      { session: 's2', visitor: 'v2', device: 'mobile', page: '/', at: '2026-04-03T09:00:00Z' },
+    ]);
+  });
+  afterAll(async () => app?.close());
+
+  it('the daily series as CSV: the same figures as the JSON route, zero days included', async () => {
+    const query = `websiteId=${site.id}&startDate=2026-03-31&endDate=2026-04-03`;
+    const response = await app.inject({ method: 'GET', url: `/api/analytics/date-range/export?${query}`, headers: admin });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toBe('text/csv; charset=utf-8');
+    expect(response.headers['content-disposition']).toBe(`attachment; filename="analytics-${site.id}-2026-03-31-2026-04-03.csv"`);
+    expect(response.body).toBe(
+      'date,pageViews,uniqueVisitors,sessions\r\n2026-03-31,0,0,0\r\n2026-04-01,2,1,1\r\n2026-04-02,0,0,0\r\n2026-04-03,1,1,1\r\n',
+    );
+    const json = await app.inject({ method: 'GET', url: `/api/analytics/date-range?${query}`, headers: admin });
+    const fromJson = json.json().data.days.map((day: Record<string, unknown>) => [day.date, day.pageViews, day.uniqueVisitors, day.sessions].join(','));
+    expect(parseCsv(response.body).slice(1).map((row) => row.join(','))).toEqual(fromJson);
+  });
+
+  it('the daily series refuses like the JSON route: 401, 403 for a key, 400 and 404 in the envelope', async () => {
+    for (const { authorization } of await refusedTokens()) {
+      const refused = await app.inject({ method: 'GET', url: `/api/analytics/date-range/export?websiteId=${site.id}`, headers: authorization ? { authorization } : {} });
+      expect(refused.statusCode).toBe(401);
+    }
+    const byKey = await app.inject({ method: 'GET', url: `/api/analytics/date-range/export?websiteId=${site.id}`, headers: { 'x-api-key': site.apiKey } });
+    expect(byKey.statusCode).toBe(401);
+    const bad = await app.inject({ method: 'GET', url: `/api/analytics/date-range/export?websiteId=${site.id}&startDate=2026-04-05&endDate=2026-04-01`, headers: admin });
+    expect(bad.json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { startDate: ['Start date must not be after end date'] } });
+    const unknown = await app.inject({ method: 'GET', url: `/api/analytics/date-range/export?websiteId=${randomUUID()}`, headers: admin });
+    expect(unknown.statusCode).toBe(404);
+    expect(unknown.headers['content-type']).toContain('application/json');
+  });
+
+  it('feedback as CSV with the list filters; every row, escaped text as stored, formulas defused', async () => {
+    const websiteId = (await createWebsite(app, 'Feedback export')).id;
+    const submitted: string[] = [];
+    for (const [index, comment] of ['A plain comment here', 'Has, a comma and "quotes"', '=cmd|calc comment text'].entries()) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/api/feedback',
+        payload: { name: `Person ${index}`, email: `p${index}@example.test`, comment, rating: 3 + index, websiteId },
+      });
+      expect(response.statusCode).toBe(201);
+      submitted.push(response.json().data.id);
+    }
+    await app.inject({ method: 'PUT', url: `/api/feedback/${submitted[0]}`, headers: admin, payload: { status: 'resolved', adminNotes: 'done' } });
+
+    const all = await app.inject({ method: 'GET', url: `/api/feedback/export?websiteId=${websiteId}`, headers: admin });
+    expect(all.statusCode).toBe(200);
+    expect(all.headers['content-type']).toBe('text/csv; charset=utf-8');
+    const rows = parseCsv(all.body);
+    expect(rows[0]).toEqual(['id', 'createdAt', 'updatedAt', 'status', 'rating', 'category', 'name', 'email', 'comment', 'location', 'websiteId', 'adminNotes', 'resolvedBy', 'resolvedAt']);
+    expect(rows.slice(1).map((row) => row[0])).toEqual([...submitted].reverse());
+    const byId = new Map(rows.slice(1).map((row) => [row[0], row]));
+    expect(byId.get(submitted[1])?.[8]).toBe('Has, a comma and &quot;quotes&quot;');
+    expect(byId.get(submitted[2])?.[8]).toBe("'=cmd|calc comment text");
+    expect(byId.get(submitted[0])?.slice(3, 5)).toEqual(['resolved', '3']);
+
+    const list = await app.inject({ method: 'GET', url: `/api/feedback/get-feedback?websiteId=${websiteId}&status=pending`, headers: admin });
+    const pending = await app.inject({ method: 'GET', url: `/api/feedback/export?websiteId=${websiteId}&status=pending`, headers: admin });
+    expect(parseCsv(pending.body).slice(1).map((row) => row[0])).toEqual(list.json().data.map((item: { id: string }) => item.id));
+
+    const bad = await app.inject({ method: 'GET', url: '/api/feedback/export?status=open', headers: admin });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ success: false, error: 'Validation failed', details: { status: expect.any(Array) } });
+    expect((await app.inject({ method: 'GET', url: '/api/feedback/export' })).statusCode).toBe(401);
+  });
+
+  it('streams a large export without building it in memory first', async () => {
+    const websiteId = (await createWebsite(app, 'Many')).id;
+    await sql`
+      insert into public.feedback (name, email, comment, rating, website_id)
+      select 'Bulk ' || g, 'bulk@example.test', 'Bulk comment number ' || g, 1 + g % 5, ${websiteId}
+        from generate_series(1, 5000) g`;
+    const response = await app.inject({ method: 'GET', url: `/api/feedback/export?websiteId=${websiteId}`, headers: admin });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-length']).toBeUndefined();
+    expect(parseCsv(response.body)).toHaveLength(5001);
+  });
+});
