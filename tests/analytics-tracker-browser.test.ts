@@ -15,7 +15,7 @@ import { testSql } from './support/db.ts';
 // clicks, and the events are in the database with the right fields, in the
 // summary's countries and campaigns, and in the dashboard's live count.
 //
-// The API trusts X-Forwarded-For here, as behind a proxy; the browser sends
+// The API trusts one proxy hop here (TRUST_PROXY=1), as behind a proxy; the browser sends
 // a British address in it, so the country lookup has a public IP to read.
 
 const BRITISH_IP = '81.2.69.160';
@@ -64,7 +64,7 @@ describe('the tracker in Chromium, from another origin', () => {
   let site: TestWebsite;
 
   beforeAll(async () => {
-    app = await buildTestApp({ TRUST_PROXY: 'true' });
+    app = await buildTestApp({ TRUST_PROXY: '1' });
     api = await app.listen({ host: '127.0.0.1', port: 0 });
     site = await createWebsite(app, 'Tracked elsewhere');
     // The second origin: another port on loopback, serving the page for any path (as an SPA host does).
