@@ -3,7 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import postgres from 'postgres';
-import { findAuthBinary, freePort } from '../scripts/stack/auth-server.ts';
+import { findAuthBinary } from '../scripts/stack/auth-server.ts';
+import { freePort } from '../scripts/stack/free-port.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { machine, otherBenchmarks, percentile } from './load.ts';
 

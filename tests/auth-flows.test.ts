@@ -3,7 +3,8 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
-import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp, uniqueEmail } from './support/real-auth.ts';
+import { uniqueEmail } from './support/db.ts';
+import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
 
 // Every /api/auth route of SPEC section 4 and every error of section 7,
 // against the real Supabase Auth server of this run's stack, over HTTP to a

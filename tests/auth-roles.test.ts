@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
-import { call, realAuth, realAuthEnv, type SignedUp, signUp, uniqueEmail } from './support/real-auth.ts';
+import { uniqueEmail } from './support/db.ts';
+import { call, realAuth, realAuthEnv, type SignedUp, signUp } from './support/real-auth.ts';
 
 // Real Supabase sessions on the role-guarded routes, over HTTP: a signed-in
 // user without a role gets 403, roles granted by an admin through the API

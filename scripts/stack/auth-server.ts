@@ -1,8 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
-import { createServer } from 'node:net';
 import path from 'node:path';
 import { SignJWT } from 'jose';
+import { freePort } from './free-port.ts';
 import { startGateway, type Gateway } from './gateway.ts';
 import { startOidcIssuer, type OidcIssuer } from './oidc-issuer.ts';
 import type { AuthSettings } from './supabase-config.ts';
@@ -51,15 +51,6 @@ export function signApiKey(jwtSecret: string, role: 'anon' | 'service_role'): Pr
     .setIssuedAt()
     .setExpirationTime('10y')
     .sign(new TextEncoder().encode(jwtSecret));
-}
-
-/** A port nothing listens on now (the OS picks it), for a child process to take. */
-export async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 export interface AuthServerOptions {

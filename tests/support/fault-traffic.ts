@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { expect } from 'vitest';
+import { freePort } from '../../scripts/stack/free-port.ts';
 import { asLoginRole } from '../../src/lib/database-url.ts';
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './app.ts';
 import { feedbackBody } from './feedback-fixtures.ts';
@@ -85,14 +84,6 @@ export interface ServerProcess {
   /** Null while it runs; else how it ended. */
   ended(): string | null;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as AddressInfo;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
 }
 
 /** `node src/server.ts` against `databaseUrl`, the way production runs it; resolves once /health answers 200. */

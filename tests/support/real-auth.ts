@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
 import { issueIdToken } from '../../scripts/stack/oidc-issuer.ts';
+import { uniqueEmail } from './db.ts';
 import type { RealAuth } from './global-setup.ts';
 
 // Helpers for the suites that run against the real Supabase Auth server of
@@ -13,10 +14,6 @@ export function realAuth(): RealAuth | null {
 /** The settings that point an app or a server process at the real auth server. */
 export function realAuthEnv(auth: RealAuth): Record<string, string> {
   return { SUPABASE_URL: auth.url, SUPABASE_ANON_KEY: auth.anonKey, SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey };
-}
-
-export function uniqueEmail(label: string): string {
-  return `${label}-${randomBytes(5).toString('hex')}@example.com`;
 }
 
 /** An id token for `email` from the stack's OIDC issuer (the `keycloak` provider), via its code flow. */
