@@ -1,4 +1,5 @@
 import type { Session as SupabaseSession, User as SupabaseUser } from '@supabase/supabase-js';
+import { decodeJwt } from 'jose';
 import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
 import type { Caller } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -21,11 +22,26 @@ export interface AuthServiceDeps {
   forgetSession(sessionId: string): void;
 }
 
+/**
+ * The access token's lifetime, from its own claims. supabase-js derives
+ * `expires_in` from `expires_at` and the clock, so a refresh that crosses a
+ * second boundary reports 3599; the SPEC's figure is the lifetime (3600).
+ */
+function lifetimeSeconds(session: SupabaseSession): number {
+  try {
+    const { exp, iat } = decodeJwt(session.access_token);
+    if (typeof exp === 'number' && typeof iat === 'number' && exp > iat) return exp - iat;
+  } catch {
+    // Not a JWT we can read: keep the client's figure.
+  }
+  return session.expires_in;
+}
+
 function toSession(session: SupabaseSession): Session {
   return {
     accessToken: session.access_token,
     refreshToken: session.refresh_token,
-    expiresIn: session.expires_in,
+    expiresIn: lifetimeSeconds(session),
     tokenType: session.token_type,
   };
 }
