@@ -7,6 +7,7 @@ import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
 import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/queries.ts';
@@ -205,7 +206,8 @@ async function main() {
     const settings = {
       NODE_ENV: 'development',
       LOG_LEVEL: 'silent',
-      DATABASE_URL: stack.databaseUrl,
+      // The app logs in as `authenticator`, as in production (README, Least privilege).
+      DATABASE_URL: asLoginRole(stack.databaseUrl),
       ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',

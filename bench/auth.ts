@@ -6,6 +6,7 @@ import postgres from 'postgres';
 import { findAuthBinary } from '../scripts/stack/auth-server.ts';
 import { freePort } from '../scripts/stack/free-port.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
 import { machine, otherBenchmarks, percentile } from './load.ts';
 
 // npm run bench:auth [-- --duration=10 --clients=10 --accounts=40]
@@ -123,7 +124,8 @@ async function main() {
     api = await startApi({
       NODE_ENV: 'production',
       LOG_LEVEL: 'silent',
-      DATABASE_URL: stack.databaseUrl,
+      // The app logs in as `authenticator`, as in production (README, Least privilege).
+      DATABASE_URL: asLoginRole(stack.databaseUrl),
       SUPABASE_URL: auth.url,
       SUPABASE_ANON_KEY: auth.anonKey,
       SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey,

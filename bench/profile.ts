@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50]
 //
@@ -111,7 +112,8 @@ async function main() {
     const settings = {
       NODE_ENV: 'production',
       LOG_LEVEL: 'silent',
-      DATABASE_URL: stack.databaseUrl,
+      // The app logs in as `authenticator`, as in production (README, Least privilege).
+      DATABASE_URL: asLoginRole(stack.databaseUrl),
       ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
       SUPABASE_JWT_SECRET: randomBytes(32).toString('hex'),
       // Production refuses to start without a bot check unless it is turned off by name.

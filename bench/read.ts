@@ -6,6 +6,7 @@ import { createInterface } from 'node:readline';
 import type autocannon from 'autocannon';
 import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/modules/websites/api-keys.ts';
 import { machine, type Measured, measure, otherBenchmarks, rssMiB, slopePerMinute } from './load.ts';
@@ -207,7 +208,8 @@ async function main() {
     const settings = {
       NODE_ENV: 'development',
       LOG_LEVEL: 'silent',
-      DATABASE_URL: stack.databaseUrl,
+      // The app logs in as `authenticator`, as in production (README, Least privilege).
+      DATABASE_URL: asLoginRole(stack.databaseUrl),
       ADMIN_JWT_SECRET: adminSecret,
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',

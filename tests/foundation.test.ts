@@ -45,12 +45,27 @@ describe('app foundation', () => {
     expect(unsafe.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
   });
 
-  it('sends helmet security headers', async () => {
-    const response = await app.inject({ method: 'GET', url: '/health' });
-    expect(response.headers['x-content-type-options']).toBe('nosniff');
-    expect(response.headers['x-frame-options']).toBe('SAMEORIGIN');
-    expect(response.headers['content-security-policy']).toContain("default-src 'self'");
-    expect(response.headers['x-powered-by']).toBeUndefined();
+  it('sends data responses a short policy that forbids any use as a document', async () => {
+    for (const url of ['/health', '/no/such/route']) {
+      const response = await app.inject({ method: 'GET', url });
+      expect(response.headers['content-security-policy']).toBe("default-src 'none'; frame-ancestors 'none'");
+      expect(response.headers['x-content-type-options']).toBe('nosniff');
+      expect(response.headers['x-frame-options']).toBe('DENY');
+      expect(response.headers['referrer-policy']).toBe('no-referrer');
+      expect(response.headers['cross-origin-resource-policy']).toBe('same-origin');
+      // helmet's document-only headers stay off JSON.
+      expect(response.headers['x-dns-prefetch-control']).toBeUndefined();
+      expect(response.headers['x-powered-by']).toBeUndefined();
+    }
+  });
+
+  it("sends the HTML pages helmet's full policy", async () => {
+    for (const url of ['/admin/status', '/docs']) {
+      const response = await app.inject({ method: 'GET', url });
+      expect(response.headers['x-frame-options']).toBe('SAMEORIGIN');
+      expect(response.headers['x-dns-prefetch-control']).toBe('off');
+      expect(response.headers['content-security-policy']).toContain("default-src 'self'");
+    }
   });
 
   it('allows CORS for the configured origin with credentials', async () => {
