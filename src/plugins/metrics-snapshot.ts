@@ -68,7 +68,8 @@ export interface SnapshotInput {
   requests: Values;
   responses: Values;
   duration: SummaryValues;
-  recent: SummaryValues;
+  /** All routes over the last minute. */
+  recentLatencyMs: MetricsSnapshot['latencyMs'];
   eventLoopLagMs: MetricsSnapshot['eventLoopLagMs'];
 }
 
@@ -100,7 +101,7 @@ export function snapshotFrom(input: SnapshotInput): MetricsSnapshot {
     startedAt: input.startedAt.toISOString(),
     uptimeSeconds: Math.round((Date.now() - input.startedAt.getTime()) / 100) / 10,
     requests: { total, perSecond: Math.round(input.perSecond * 1000) / 1000, byStatusClass, byStatusCode },
-    latencyMs: quantiles(input.recent.values, () => true),
+    latencyMs: input.recentLatencyMs,
     routes: [...routes.values()].sort((a, b) => b.count - a.count),
     memory: {
       rssBytes: memory.rss,

@@ -5,6 +5,7 @@ import fp from 'fastify-plugin';
 import { Counter, Gauge, Registry, Summary } from 'prom-client';
 import type { Config } from '../config.ts';
 import { unauthorized } from '../lib/errors.ts';
+import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
 import { bearerToken } from './auth.ts';
 import { type MetricsSample, type MetricsSnapshot, snapshotFrom } from './metrics-snapshot.ts';
@@ -76,13 +77,24 @@ export default fp<MetricsOptions>(
       percentiles: PERCENTILES,
       registers,
     });
-    const recentDuration = new Summary({
+    // The dashboard's last-minute percentiles (lib/latency-window.ts), read out as gauges.
+    const recent = new LatencyWindow(60, 6);
+    const recentLatencyMs = () => {
+      const [p50, p95, p99] = recent.percentiles(PERCENTILES.map((q) => q * 100));
+      return { p50, p95, p99 };
+    };
+    new Gauge({
       name: 'http_request_duration_recent_seconds',
-      help: 'Response time of all routes over the last minute',
-      percentiles: PERCENTILES,
-      maxAgeSeconds: 60,
-      ageBuckets: 6,
+      help: 'Response time of all routes over the last minute, by quantile',
+      labelNames: ['quantile'] as const,
       registers,
+      collect() {
+        const values = recent.percentiles(PERCENTILES.map((q) => q * 100));
+        PERCENTILES.forEach((quantile, index) => {
+          const ms = values[index];
+          if (ms !== null) this.set({ quantile: String(quantile) }, ms / 1000);
+        });
+      },
     });
     const gauge = (name: string, help: string, read: () => number) =>
       new Gauge({
@@ -102,15 +114,16 @@ export default fp<MetricsOptions>(
     gauge('nodejs_eventloop_lag_max_seconds', 'Largest event-loop delay over the last sample', () => lagMs.max / 1000);
     gauge('process_uptime_seconds', 'Seconds since the app started', () => (Date.now() - startedAt.getTime()) / 1000);
 
-    app.addHook('onResponse', async (request: FastifyRequest, reply) => {
-      if (request.routeOptions.config?.metrics === false) return;
+    app.addHook('onResponse', function countResponse(request: FastifyRequest, reply, done) {
+      if (request.routeOptions.config?.metrics === false) return done();
       const route = request.routeOptions.url ?? UNMATCHED;
       const seconds = reply.elapsedTime / 1000;
       requests.inc({ method: request.method, route, status_class: `${Math.floor(reply.statusCode / 100)}xx` });
       responses.inc({ status_code: String(reply.statusCode) });
       duration.observe({ method: request.method, route }, seconds);
-      recentDuration.observe(seconds);
+      recent.record(reply.elapsedTime);
       window.record();
+      done();
     });
 
     const snapshot = async () =>
@@ -120,7 +133,7 @@ export default fp<MetricsOptions>(
         requests: await requests.get(),
         responses: await responses.get(),
         duration: await duration.get(),
-        recent: await recentDuration.get(),
+        recentLatencyMs: recentLatencyMs(),
         eventLoopLagMs: lagMs,
       });
 

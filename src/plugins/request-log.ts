@@ -8,6 +8,8 @@ import { redactUrl } from '../lib/redact.ts';
 declare module 'fastify' {
   interface FastifyBaseLogger {
     http: LogFn;
+    /** pino's own; skips building a line nobody writes. */
+    isLevelEnabled(level: string): boolean;
   }
 }
 
@@ -23,21 +25,27 @@ export function requestIdFor(request: IncomingMessage): string {
 /** Returns the request id to the caller and writes one `http` line per request. */
 export default fp(
   async function requestLogPlugin(app: FastifyInstance) {
-    app.addHook('onRequest', async (request, reply) => {
+    // Callback hooks, not async ones: these run on every request, and an async
+    // hook costs a promise each time.
+    app.addHook('onRequest', function returnRequestId(request, reply, done) {
       reply.header('x-request-id', request.id);
+      done();
     });
-    app.addHook('onResponse', async (request, reply) => {
-      request.log.http(
-        {
-          method: request.method,
-          url: redactUrl(request.url),
-          route: request.routeOptions.url,
-          statusCode: reply.statusCode,
-          responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
-          ip: request.ip,
-        },
-        'request completed',
-      );
+    app.addHook('onResponse', function logRequest(request, reply, done) {
+      if (request.log.isLevelEnabled('http')) {
+        request.log.http(
+          {
+            method: request.method,
+            url: redactUrl(request.url),
+            route: request.routeOptions.url,
+            statusCode: reply.statusCode,
+            responseTimeMs: Math.round(reply.elapsedTime * 100) / 100,
+            ip: request.ip,
+          },
+          'request completed',
+        );
+      }
+      done();
     });
   },
   { name: 'request-log' },
