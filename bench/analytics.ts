@@ -12,6 +12,7 @@ import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { goal, printGoals } from './load.ts';
 import { seedEvents } from './seed.ts';
 
 // npm run bench [-- --scales=1000000,10000000 --duration=10 --connections=100]
@@ -85,13 +86,15 @@ async function load(url: string, websiteId: string, duration: number, route = '/
       {
         method: 'POST',
         path: route,
-        headers: { 'content-type': 'application/json' },
         setupRequest: (request) => {
           sent += 1;
+          // The client's address as a proxy forwards it (the servers trust one hop), so
+          // every event takes a real country lookup; one in ten pages carries a campaign.
+          request.headers = { 'content-type': 'application/json', 'x-forwarded-for': CLIENT_IPS[sent % CLIENT_IPS.length] };
           request.body = JSON.stringify({
             websiteId,
             eventType: sent % 5 === 0 ? 'click' : 'page_view',
-            page: `/page/${sent % 50}`,
+            page: sent % 10 === 0 ? `/page/${sent % 50}?utm_source=newsletter&utm_medium=email&utm_campaign=launch-${sent % 3}` : `/page/${sent % 50}`,
             referrer: sent % 8 === 0 ? 'https://www.google.com/search' : undefined,
             userAgent: AGENTS[sent % AGENTS.length],
             sessionId: `bench-${Math.floor(sent / 8)}`,
@@ -133,6 +136,8 @@ async function createWebsite(sql: postgres.Sql, name: string) {
     values (${name}, 'bench.example.test', ${key.hash}, ${key.prefix}) returning id`;
   return { id: row.id as string, apiKey: key.key };
 }
+
+const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
 
 function percentile(sorted: number[], p: number) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
@@ -196,6 +201,8 @@ async function writePath(sql: postgres.Sql, websiteId: string, size: number, bat
 }
 
 const BENCH_COUNTRIES = ['US', 'DE', 'GB', 'FR', 'IN', 'BR', 'JP', 'NL'];
+/** Public addresses of well-known networks in several countries (resolvers, universities, carriers). */
+const CLIENT_IPS = ['8.8.8.8', '1.1.1.1', '9.9.9.9', '193.99.144.80', '212.58.244.22', '194.153.205.26', '203.0.113.9', '200.160.2.3', '133.11.0.1', '145.97.39.155', '2001:4860:4860::8888', '2a00:1450:4001:80b::200e'];
 
 async function main() {
   const stack = await startStack({ databaseName: uniqueDatabaseName('portfolio_bench'), keepDatabase: false, log });
@@ -212,6 +219,8 @@ async function main() {
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
       RATE_LIMIT_INGEST_PER_15MIN: '1000000000',
+      // The load generator stands in for a proxy: it forwards public client addresses.
+      TRUST_PROXY: '1',
     };
 
     // 1. Ingestion.
@@ -234,6 +243,17 @@ async function main() {
     const stored = await countStored(sql, appResult.acknowledgedIds);
     log(`acknowledged ${appResult.acknowledgedIds.length}, found in the table ${stored}`);
 
+    // The design of the self-hosted analytics peers: one INSERT per request, over
+    // the pool. The same app with batches of one row, as many in flight as the
+    // pool has connections; everything else is equal.
+    const perRequest = await startServer('app', { ...settings, ANALYTICS_BATCH_MAX_ROWS: '1', ANALYTICS_BATCH_MAX_IN_FLIGHT: '10', DATABASE_POOL_MAX: '10' });
+    children.push(perRequest.child);
+    log(`POST /api/analytics with one INSERT per request: warm-up ${WARMUP_S}s, then ${DURATION_S}s at ${CONNECTIONS} connections`);
+    await load(perRequest.url, ingestSite.id, WARMUP_S);
+    const perRequestResult = await load(perRequest.url, ingestSite.id, DURATION_S);
+    const perRequestStored = await countStored(sql, perRequestResult.acknowledgedIds);
+    await stopServer(perRequest.child);
+
     const writePaths = [];
     for (const size of [50, 100, 500]) writePaths.push(await writePath(sql, ingestSite.id, size));
     log(`write path alone: ${writePaths.map((w) => `${w.batchSize}/batch ${w.eventsPerSecond} events/s`).join(', ')}`);
@@ -245,9 +265,12 @@ async function main() {
       bare: { ...bareResult, acknowledgedIds: undefined },
       appPluginStackNoop: { ...noopResult, acknowledgedIds: undefined },
       analytics: { ...appResult, acknowledgedIds: undefined, acknowledged: appResult.acknowledgedIds.length, foundInTable: stored },
-      ratio: Math.round((appResult.requestsPerSecond / bareResult.requestsPerSecond) * 100) / 100,
-      ratioToAppPluginStack: Math.round((appResult.requestsPerSecond / noopResult.requestsPerSecond) * 100) / 100,
-      acknowledgedEqualsCommitted: stored === appResult.acknowledgedIds.length,
+      perRequestInsert: { ...perRequestResult, acknowledgedIds: undefined, acknowledged: perRequestResult.acknowledgedIds.length, foundInTable: perRequestStored },
+      pluginStackRatio: ratio(noopResult.requestsPerSecond, bareResult.requestsPerSecond),
+      ratio: ratio(appResult.requestsPerSecond, bareResult.requestsPerSecond),
+      ratioToAppPluginStack: ratio(appResult.requestsPerSecond, noopResult.requestsPerSecond),
+      ratioToPerRequestInsert: ratio(appResult.requestsPerSecond, perRequestResult.requestsPerSecond),
+      acknowledgedEqualsCommitted: stored === appResult.acknowledgedIds.length && perRequestStored === perRequestResult.acknowledgedIds.length,
       writePathAlone: writePaths,
     };
 
@@ -297,33 +320,21 @@ async function main() {
     await writeFile(path.join(ROOT, 'bench/results/analytics.json'), `${JSON.stringify(report, null, 2)}\n`);
 
     console.log(`\nMachine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${machine.postgres}`);
-    console.log(`\nIngestion (${CONNECTIONS} connections, pipelining 1, ${DURATION_S}s)`);
-    console.table({
-      'bare Fastify route': { 'req/s': bareResult.requestsPerSecond, 'p50 ms': bareResult.p50Ms, 'p99 ms': bareResult.p99Ms, non2xx: bareResult.non2xx },
-      'no-op route, full app': { 'req/s': noopResult.requestsPerSecond, 'p50 ms': noopResult.p50Ms, 'p99 ms': noopResult.p99Ms, non2xx: noopResult.non2xx },
-      'POST /api/analytics': { 'req/s': appResult.requestsPerSecond, 'p50 ms': appResult.p50Ms, 'p99 ms': appResult.p99Ms, non2xx: appResult.non2xx },
-    });
-    console.log('Database write path alone (one connection, sequential batches, same INSERT and rollup trigger):');
-    console.table(Object.fromEntries(writePaths.map((w) => [`${w.batchSize} events/batch`, { 'ms/batch': w.msPerBatch, 'events/s': w.eventsPerSecond }])));
-    console.log(`ratio to the bare route ${ingest.ratio}, to the no-op route of the full app ${ingest.ratioToAppPluginStack}`);
-    console.log(`acknowledged ${ingest.analytics.acknowledged}, in the table ${stored} (${ingest.acknowledgedEqualsCommitted ? 'equal' : 'NOT EQUAL'})`);
-    console.log('\nQueries over the last 30 days, one website (ms)');
-    console.table(
-      Object.fromEntries(
-        queries.map((q) => [
-          `${q.events.toLocaleString('en')} events`,
-          {
-            'summary p50': q.summaryHttp.p50Ms,
-            'summary p95': q.summaryHttp.p95Ms,
-            'series p50': q.dailySeriesHttp.p50Ms,
-            'series p95': q.dailySeriesHttp.p95Ms,
-            'top pages p50': q.topPagesSql.p50Ms,
-            'raw scan': q.rawScanForComparisonMs,
-            'seed s': q.seedSeconds,
-          },
-        ]),
-      ),
-    );
+    const rate = (m: { requestsPerSecond: number; p50Ms: number; p99Ms: number; non2xx: number }, unit = 'req/s') =>
+      `${m.requestsPerSecond.toLocaleString('en')} ${unit}, p50 ${m.p50Ms} ms, p99 ${m.p99Ms} ms${m.non2xx ? `, ${m.non2xx} non-2xx` : ''}`;
+    printGoals(`npm run bench: ingestion at ${CONNECTIONS} connections, pipelining 1, ${DURATION_S} s each; queries over the last 30 days`, [
+      goal('bare Fastify route, same body', rate(bareResult), 'the ceiling', null),
+      goal('do-nothing route behind every plugin', rate(noopResult), '≥ 0.8× bare', ingest.pluginStackRatio >= 0.8, ingest.pluginStackRatio),
+      goal('POST /api/analytics, group commit (country + campaign on)', rate(appResult, 'events/s'), '≥ 0.5× bare', ingest.ratio >= 0.5, ingest.ratio),
+      goal('POST /api/analytics, one INSERT per request', rate(perRequestResult, 'events/s'), 'baseline', null),
+      goal('group commit ÷ one INSERT per request', `${appResult.requestsPerSecond} ÷ ${perRequestResult.requestsPerSecond}`, '≥ 3×', ingest.ratioToPerRequestInsert >= 3, ingest.ratioToPerRequestInsert),
+      goal('acknowledged = committed', `${appResult.acknowledgedIds.length} = ${stored}; ${perRequestResult.acknowledgedIds.length} = ${perRequestStored}`, 'equal', ingest.acknowledgedEqualsCommitted),
+      ...writePaths.map((w) => goal(`write path alone, ${w.batchSize} events/batch`, `${w.eventsPerSecond.toLocaleString('en')} events/s, ${w.msPerBatch} ms/batch`, 'for scale', null)),
+      ...queries.flatMap((q) => [
+        goal(`summary, ${q.events.toLocaleString('en')} events`, `p50 ${q.summaryHttp.p50Ms} ms, p95 ${q.summaryHttp.p95Ms} ms (raw scan ${q.rawScanForComparisonMs} ms)`, 'from rollups', null),
+        goal(`daily series, ${q.events.toLocaleString('en')} events`, `p50 ${q.dailySeriesHttp.p50Ms} ms, p95 ${q.dailySeriesHttp.p95Ms} ms`, 'from rollups', null),
+      ]),
+    ]);
     console.log('\nWritten to bench/results/analytics.json');
     if (!ingest.acknowledgedEqualsCommitted) process.exitCode = 1;
   } finally {

@@ -102,3 +102,31 @@ export function otherBenchmarks(): string[] {
     .map((line) => line.trim())
     .filter((line) => /\bbench\//.test(line) && !own.has(Number(line.split(/\s+/)[0])));
 }
+
+/** One line of a benchmark's report: a figure, what it is compared with, and the goal. */
+export interface GoalRow {
+  figure: string;
+  value: string;
+  /** The ratio the goal is about, when there is one. */
+  ratio?: number;
+  goal: string;
+  met: boolean | null;
+}
+
+export function goal(figure: string, value: string, goalText: string, met: boolean | null, ratio?: number): GoalRow {
+  return { figure, value, ratio, goal: goalText, met };
+}
+
+/** The one table a benchmark prints: every figure, its ratio and its goal. */
+export function printGoals(title: string, rows: GoalRow[]) {
+  console.log(`\n${title}`);
+  console.table(
+    rows.map((row) => ({
+      figure: row.figure,
+      measured: row.value,
+      ratio: row.ratio ?? '',
+      goal: row.goal,
+      met: row.met === null ? '' : row.met ? 'yes' : 'NO',
+    })),
+  );
+}
