@@ -10,8 +10,10 @@ export default fp(
     app.addHook('preClose', async () => {
       closing = true;
     });
-    app.addHook('onSend', async (_request, reply) => {
+    // A callback hook: it runs on every answer, and an async onSend costs a promise each time.
+    app.addHook('onSend', function closeWhenClosing(_request, reply, payload, done) {
       if (closing) reply.header('connection', 'close');
+      done(null, payload);
     });
   },
   { name: 'graceful' },

@@ -22,16 +22,20 @@ export default fp<RefusalLogOptions>(
     // minute (ISO) → "route|status" → count
     const minutes = new Map<string, Map<string, number>>();
 
-    app.addHook('onResponse', async (request, reply) => {
-      const status = reply.statusCode;
-      if (status < 400 || status >= 500) return;
+    function count(route: string, status: number) {
       const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString();
       let counts = minutes.get(minute);
       if (!counts) minutes.set(minute, (counts = new Map()));
-      const route = request.routeOptions.url ? `${request.method} ${request.routeOptions.url}` : UNKNOWN_ROUTE;
       let key = `${route}|${status}`;
       if (!counts.has(key) && counts.size >= MAX_KEYS_PER_MINUTE) key = `${OTHER_ROUTES}|${status}`;
       counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+
+    // A callback hook: it runs on every answer, and an async one costs a promise each time.
+    app.addHook('onResponse', function countRefusal(request, reply, done) {
+      const status = reply.statusCode;
+      if (status >= 400 && status < 500) count(request.routeOptions.url ? `${request.method} ${request.routeOptions.url}` : UNKNOWN_ROUTE, status);
+      done();
     });
 
     /** Logs each counted (route, status) of the minutes before `before` once; everything when `before` is omitted. */
