@@ -15,7 +15,7 @@ import { generateApiKey } from '../src/modules/websites/api-keys.ts';
 import { goal, printGoals } from './load.ts';
 import { seedEvents } from './seed.ts';
 
-// npm run bench [-- --scales=1000000,10000000 --duration=10 --connections=100]
+// npm run bench [-- --scales=1000000,10000000 --duration=10 --connections=100 --set=NAME=value,...]
 //
 // 1. Ingestion: a bare Fastify POST route with the same body (the HTTP
 //    ceiling) and a do-nothing route behind all of the app's plugins, against
@@ -33,6 +33,8 @@ const DURATION_S = Number(args.duration ?? 10);
 const WARMUP_S = 3;
 const CONNECTIONS = Number(args.connections ?? 100);
 const QUERY_RUNS = 30;
+/** --set=NAME=value,NAME=value: settings of the app under test (e.g. ANALYTICS_BATCH_MAX_WAIT_MS=10), to try a tuning in the same harness. */
+const OVERRIDES = Object.fromEntries((args.set ?? '').split(',').filter(Boolean).map((pair) => pair.split('=') as [string, string]));
 
 const AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
@@ -221,6 +223,7 @@ async function main() {
       RATE_LIMIT_INGEST_PER_15MIN: '1000000000',
       // The load generator stands in for a proxy: it forwards public client addresses.
       TRUST_PROXY: '1',
+      ...OVERRIDES,
     };
 
     // 1. Ingestion.

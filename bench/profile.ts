@@ -5,14 +5,18 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
+import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
+import { generateApiKey } from '../src/modules/websites/api-keys.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50]
 //
 // Where a request's CPU time goes: the do-nothing POST route behind every
-// plugin of the app (bench/server.ts) and the same route on a bare Fastify,
-// each under `node --cpu-prof` while autocannon (this process) loads it.
+// plugin of the app (bench/server.ts), the same route on a bare Fastify, and
+// the ingestion route itself (a real event, with a forwarded public address
+// and a campaign), each under `node --cpu-prof` while autocannon (this
+// process) loads it.
 // Prints self time per request, by package or source file and by function,
 // and writes bench/results/profile.json; the .cpuprofile files can be opened
 // in Chrome DevTools or speedscope for a flame graph.
@@ -69,8 +73,16 @@ function selfTimes(profile: CpuProfile) {
   return { byOwner, byFunction };
 }
 
-async function profileServer(mode: 'bare' | 'app', settings: Record<string, string>, dir: string) {
-  const child: ChildProcess = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(ROOT, 'bench/server.ts'), mode, JSON.stringify(settings)], {
+type Mode = 'bare' | 'app' | 'ingest';
+const TITLES: Record<Mode, string> = {
+  bare: 'Bare Fastify route',
+  app: 'Do-nothing route behind every plugin',
+  ingest: 'POST /api/analytics (validation, enrichment, group commit)',
+};
+
+async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, websiteId: string) {
+  const serverMode = mode === 'bare' ? 'bare' : 'app';
+  const child: ChildProcess = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(ROOT, 'bench/server.ts'), serverMode, JSON.stringify(settings)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -79,11 +91,18 @@ async function profileServer(mode: 'bare' | 'app', settings: Record<string, stri
     port = (JSON.parse(line) as { port: number }).port;
     break;
   }
-  const url = `http://127.0.0.1:${port}${mode === 'bare' ? '/api/analytics' : '/bench/noop'}`;
-  const body = JSON.stringify({ websiteId: '00000000-0000-0000-0000-000000000000', eventType: 'page_view', page: '/', userAgent: 'Mozilla/5.0', sessionId: 's-1' });
+  const url = `http://127.0.0.1:${port}${mode === 'app' ? '/bench/noop' : '/api/analytics'}`;
+  const body = JSON.stringify({
+    websiteId,
+    eventType: 'page_view',
+    page: '/work?utm_source=newsletter&utm_medium=email&utm_campaign=launch',
+    referrer: 'https://www.google.com/search',
+    userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
+    sessionId: 's-1',
+  });
   const run = (duration: number) =>
     new Promise<autocannon.Result>((resolve, reject) =>
-      autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json' }, body, connections: CONNECTIONS, duration }, (error, result) =>
+      autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '193.99.144.80' }, body, connections: CONNECTIONS, duration }, (error, result) =>
         error ? reject(error) : resolve(result),
       ),
     );
@@ -120,19 +139,27 @@ async function main() {
       CAPTCHA_PROVIDER: 'off',
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
+      RATE_LIMIT_INGEST_PER_15MIN: '1000000000',
+      TRUST_PROXY: '1',
       FEEDBACK_OUTBOX_WORKER: 'false',
     };
     const results: Record<string, unknown> = {};
-    for (const mode of ['bare', 'app'] as const) {
+    const owner = postgres(stack.databaseUrl, { max: 1, onnotice: () => {} });
+    const key = generateApiKey();
+    const [website] = await owner`
+      insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+      values ('Profile', 'profile.example.test', ${key.hash}, ${key.prefix}) returning id`;
+    await owner.end();
+    for (const mode of ['bare', 'app', 'ingest'] as const) {
       const dir = path.join(work, mode);
       await mkdir(dir, { recursive: true });
       log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under --cpu-prof`);
-      const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir);
+      const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir, website.id as string);
       const { byOwner, byFunction } = selfTimes(profile);
       const total = [...byOwner.values()].reduce((a, b) => a + b, 0);
       const idle = byOwner.get('((idle))') ?? 0;
       const busyPerRequest = Math.round(((total - idle) / requests) * 100) / 100;
-      console.log(`\n${mode === 'bare' ? 'Bare Fastify route' : 'Do-nothing route behind every plugin'}: ${requestsPerSecond} req/s, ${busyPerRequest} µs of CPU per request (idle excluded)`);
+      console.log(`\n${TITLES[mode]}: ${requestsPerSecond} req/s, ${busyPerRequest} µs of CPU per request (idle excluded)`);
       const owners = table(byOwner, requests, 20).filter((row) => row.name !== '((idle))');
       console.table(Object.fromEntries(owners.map((row) => [row.name, row.usPerRequest])));
       const functions = table(byFunction, requests, 25).filter((row) => !row.name.startsWith('((idle))'));
@@ -145,7 +172,7 @@ async function main() {
       path.join(ROOT, 'bench/results/profile.json'),
       `${JSON.stringify({ date: new Date().toISOString(), durationSeconds: DURATION_S, connections: CONNECTIONS, ...results }, null, 2)}\n`,
     );
-    log('bench/results/profile.json written; flame graphs: .cache/profiles/{bare,app}.cpuprofile (Chrome DevTools, speedscope)');
+    log('bench/results/profile.json written; flame graphs: .cache/profiles/{bare,app,ingest}.cpuprofile (Chrome DevTools, speedscope)');
   } finally {
     await rm(work, { recursive: true, force: true });
     await stack.stop();
