@@ -5,13 +5,14 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type autocannon from 'autocannon';
 import postgres from 'postgres';
+import type { MailSink } from '../scripts/stack/mail-sink.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/modules/websites/api-keys.ts';
-import { machine, type Measured, measure, otherBenchmarks, rssMiB, slopePerMinute } from './load.ts';
+import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, rssMiB, slopePerMinute } from './load.ts';
 
-// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000]
+// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
 //
 // 1. Read: the feedback list (the service method behind GET
 //    /api/feedback/get-feedback, 20 of N rows, with its count) as an admin's
@@ -23,6 +24,8 @@ import { machine, type Measured, measure, otherBenchmarks, rssMiB, slopePerMinut
 //    the stack's SMTP sink), analytics ingestion, the admin list and /health
 //    at a fixed rate: errors, p99, the server's RSS before, during, after;
 //    every acknowledged write must be in its table.
+// 3. Drain: 3,000 notifications due at once; how fast they reach the SMTP
+//    sink, and how long a new submission's notification waits behind them.
 // Starts its own stack (fresh database, dropped at the end) and a server
 // process (bench/read-server.ts) apart from the load generator.
 
@@ -35,6 +38,7 @@ const FIXED_RATE = Number(args.rate ?? 1000);
 const SOAK_S = Number(args.soak ?? 60);
 const SOAK_RATE = Number(args['soak-rate'] ?? 400);
 const FEEDBACK_ROWS = Number(args.feedback ?? 1000);
+const DRAIN_BACKLOG = Number(args.backlog ?? 3000);
 const BROWSER = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 
 const log = (line: string) => console.log(`[bench:read] ${line}`);
@@ -196,6 +200,46 @@ async function soakPhase(url: string, adminToken: string, websiteId: string, pid
   return { perRoute, results, rss: { ...rss, afterMiB }, acknowledgedEvents, acknowledgedFeedback };
 }
 
+/**
+ * The outbox under a backlog: DRAIN_BACKLOG notifications made due at once
+ * (feedback rows inserted straight into the table, as a burst of submissions
+ * would leave them), then one new submission over HTTP while they drain.
+ * How fast the backlog reaches the SMTP sink, and how long the new one waits.
+ */
+async function drainPhase(sql: postgres.Sql, url: string, sink: MailSink) {
+  const backlogMarker = `drain-${randomUUID()}`;
+  const atSink = (marker: string) => sink.messages.filter((message) => message.text.includes(marker)).length;
+  const started = performance.now();
+  await sql`
+    insert into public.feedback (name, email, comment, rating, category)
+    select 'Backlog ' || i, 'backlog' || i || '@example.test', ${backlogMarker} || ' number ' || i, 1 + i % 5, 'General Feedback'
+      from generate_series(1, ${DRAIN_BACKLOG}) as i`;
+  const newMarker = `new-${randomUUID()}`;
+  const submittedAt = performance.now();
+  const response = await fetch(`${url}/api/feedback`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'New Reader', email: 'new-reader@example.test', comment: `A new submission behind the backlog: ${newMarker}`, rating: 5 }),
+  });
+  if (response.status !== 201) throw new Error(`drain: submission answered ${response.status}: ${await response.text()}`);
+  let newDelayS: number | null = null;
+  let drainedS: number | null = null;
+  while (performance.now() - started < 180_000) {
+    if (newDelayS === null && atSink(newMarker) > 0) newDelayS = (performance.now() - submittedAt) / 1000;
+    if (drainedS === null && atSink(backlogMarker) >= DRAIN_BACKLOG) drainedS = (performance.now() - started) / 1000;
+    if (newDelayS !== null && drainedS !== null) break;
+    await sleep(20);
+  }
+  const round1 = (value: number | null) => (value === null ? null : Math.round(value * 10) / 10);
+  return {
+    backlog: DRAIN_BACKLOG,
+    delivered: atSink(backlogMarker),
+    drainSeconds: round1(drainedS),
+    emailsPerSecond: drainedS === null ? null : Math.round(DRAIN_BACKLOG / drainedS),
+    newNotificationDelaySeconds: round1(newDelayS),
+  };
+}
+
 async function main() {
   await waitForQuietMachine();
   const stack = await startStack({ databaseName: uniqueDatabaseName('portfolio_bench_read'), keepDatabase: false, log });
@@ -231,11 +275,13 @@ async function main() {
       machine: host,
       setup: { feedbackRows: FEEDBACK_ROWS, page: 'limit 20, offset 0, with count', connections: CONNECTIONS, pipelining: 1, durationSeconds: DURATION_S, rounds: 2, fixedRate: FIXED_RATE, logLevel: 'silent' },
       ...read,
-      ratios: { rlsVsNoRls: ratio(t.rls.requestsPerSecond, t.noRls.requestsPerSecond), rlsVsBare: ratio(t.rls.requestsPerSecond, t.bare.requestsPerSecond), realRouteVsNoRls: ratio(t.realRoute.requestsPerSecond, t.noRls.requestsPerSecond) },
-      targets: {
-        rlsAtLeast085xNoRls: t.rls.requestsPerSecond >= 0.85 * t.noRls.requestsPerSecond,
-        rlsP99AtMost5msAtFixedRate: f.rls.p99Ms <= 5,
+      ratios: {
+        rlsVsNoRls: ratio(t.rls.requestsPerSecond, t.noRls.requestsPerSecond),
+        realRouteVsConstant: ratio(t.realRoute.requestsPerSecond, t.bare.requestsPerSecond),
+        realRouteP99VsConstantAtFixedRate: ratio(f.realRoute.p99Ms, f.bare.p99Ms),
+        rlsP99VsConstantAtFixedRate: ratio(f.rls.p99Ms, f.bare.p99Ms),
       },
+      goals: { rlsVsNoRls: '>= 0.85', realRouteVsConstant: '>= 0.3', realRouteP99VsConstantAtFixedRate: '<= 2' },
     };
     await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
     await writeFile(path.join(ROOT, 'bench/results/read.json'), `${JSON.stringify(readReport, null, 2)}\n`);
@@ -294,21 +340,30 @@ async function main() {
       stored: { feedback: stored.feedback, events: stored.events },
       outbox: { ...outbox, emailsPerSecondWhileDraining: outbox.drainSeconds ? Math.round(outbox.owedAfterSoak / outbox.drainSeconds) : null, sinkMessagesAtEnd: stack.mail.messages.length, submissionsStored: reconciled.submissions_stored, notificationsSent: reconciled.notifications_sent },
     };
-    await writeFile(path.join(ROOT, 'bench/results/soak.json'), `${JSON.stringify(soakReport, null, 2)}\n`);
+    log(`drain: ${DRAIN_BACKLOG} notifications due at once, then one new submission`);
+    const drain = await drainPhase(sql, server.url, stack.mail);
+    await writeFile(path.join(ROOT, 'bench/results/soak.json'), `${JSON.stringify({ ...soakReport, drain }, null, 2)}\n`);
 
     console.log(`\nMachine: nproc ${host.nproc}, ${host.cpuModel}, ${host.memoryGiB} GiB, Node ${host.node}, PostgreSQL ${host.postgres}`);
-    console.log(`\nRead: ${FEEDBACK_ROWS} feedback rows, page of 20 with count; ${CONNECTIONS} connections, ${DURATION_S}s x 2 rounds (averaged)`);
-    const row = (m: Measured) => ({ 'req/s': m.requestsPerSecond, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, errors: m.errors + m.non2xx });
-    console.table({ 'bare constant': row(t.bare), 'list, service_role (no RLS)': row(t.noRls), 'list, admin claims (RLS)': row(t.rls), 'GET /api/feedback/get-feedback': row(t.realRoute) });
-    console.log(`RLS / no RLS = ${readReport.ratios.rlsVsNoRls} (target >= 0.85); RLS / bare = ${readReport.ratios.rlsVsBare}`);
-    console.log(`\nFixed ${FIXED_RATE} req/s for ${DURATION_S}s (raw response times; autocannon p99 is coordinated-omission corrected, whole ms)`);
-    const fixed = (m: Measured) => ({ 'achieved req/s': m.requestsPerSecond, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, 'p99.9 ms': m.p999Ms, 'max ms': m.maxMs, 'autocannon p99': m.autocannonP99Ms, errors: m.errors + m.non2xx });
-    console.table({ 'bare constant': fixed(f.bare), 'list, no RLS': fixed(f.noRls), 'list, RLS': fixed(f.rls), 'GET /api/feedback/get-feedback': fixed(f.realRoute) });
-    console.log(`\nSoak: ${SOAK_S}s at ${soakReport.rateTotal} req/s (${soak.perRoute} per route)`);
-    console.table(Object.fromEntries(Object.entries(r).map(([name, m]) => [name, { requests: m.total, 'p50 ms': m.p50Ms, 'p99 ms': m.p99Ms, 'max ms': m.maxMs, errors: m.errors + m.non2xx }])));
-    console.log(`RSS MiB: start ${soakReport.rss.startMiB}, during ${soakReport.rss.duringMinMiB}-${soakReport.rss.duringMaxMiB} (first 10s ${soakReport.rss.first10sAvgMiB}, last 10s ${soakReport.rss.last10sAvgMiB}, slope ${soakReport.rss.slopeMiBPerMinute}/min), after ${soakReport.rss.afterMiB}`);
-    console.log(`Acknowledged/stored: feedback ${soakReport.acknowledged.feedback}/${stored.feedback}, events ${soakReport.acknowledged.events}/${stored.events}`);
-    console.log(`Notifications: ${outbox.owedAfterSoak} owed 5 s after the soak (${outbox.sinkMessagesAfterSoak} at the SMTP sink); ${outbox.drainSeconds === null ? `${outbox.owedAtGiveUp} still owed after 180 s` : `sent within ${outbox.drainSeconds} s more`}; ${reconciled.submissions_stored} submissions stored, ${reconciled.notifications_sent} notifications sent, ${stack.mail.messages.length} messages at the sink`);
+    const rate = (m: Measured) => `${m.requestsPerSecond.toLocaleString('en')} req/s, p50 ${m.p50Ms} ms, p99 ${m.p99Ms} ms${m.errors + m.non2xx ? `, ${m.errors + m.non2xx} errors` : ''}`;
+    const realVsConstant = ratio(t.realRoute.requestsPerSecond, t.bare.requestsPerSecond);
+    const p99Ratio = ratio(f.realRoute.p99Ms, f.bare.p99Ms);
+    const rlsP99Ratio = ratio(f.rls.p99Ms, f.bare.p99Ms);
+    const soakMax = soakReport.rss.duringMaxMiB;
+    printGoals(`npm run bench:read: ${FEEDBACK_ROWS} feedback rows, a page of 20 with its count; ${CONNECTIONS} connections, ${DURATION_S} s x 2 rounds (mean); soak ${SOAK_S} s at ${soakReport.rateTotal} req/s`, [
+      goal('constant route behind every plugin', rate(t.bare), 'the ceiling', null),
+      goal('feedback list, service_role (no RLS)', rate(t.noRls), 'baseline', null),
+      goal('feedback list, admin claims (RLS)', rate(t.rls), '≥ 0.85× no RLS', readReport.ratios.rlsVsNoRls >= 0.85, readReport.ratios.rlsVsNoRls),
+      goal('GET /api/feedback/get-feedback', rate(t.realRoute), '≥ 0.3× constant route', realVsConstant >= 0.3, realVsConstant),
+      goal(`p99 at a fixed ${FIXED_RATE} req/s: real route ÷ constant route`, `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', p99Ratio <= 2, p99Ratio),
+      goal(`p99 at a fixed ${FIXED_RATE} req/s: RLS list ÷ constant route`, `${f.rls.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', rlsP99Ratio <= 2, rlsP99Ratio),
+      goal('soak: requests, errors, worst route p99', `${soakReport.overall.requests.toLocaleString('en')}, ${soakReport.overall.errors}, ${soakReport.overall.worstRouteP99Ms} ms`, 'no errors', soakReport.overall.errors === 0),
+      goal('soak: server RSS', `start ${soakReport.rss.startMiB}, max ${soakMax}, after ${soakReport.rss.afterMiB} MiB (slope ${soakReport.rss.slopeMiBPerMinute}/min)`, '≤ 200 MiB', soakMax <= 200),
+      goal('soak: acknowledged = stored', `feedback ${soakReport.acknowledged.feedback} = ${stored.feedback}, events ${soakReport.acknowledged.events} = ${stored.events}`, 'equal', soakReport.acknowledged.feedback === stored.feedback && soakReport.acknowledged.events === stored.events),
+      goal('soak: notifications owed 5 s after', `${outbox.owedAfterSoak}; stored ${reconciled.submissions_stored}, sent ${reconciled.notifications_sent}`, 'sent = stored', reconciled.submissions_stored === reconciled.notifications_sent),
+      goal(`drain: ${DRAIN_BACKLOG} notifications due at once`, drain.drainSeconds === null ? `${drain.delivered} delivered in 180 s` : `${drain.drainSeconds} s, ${drain.emailsPerSecond} e-mails/s`, '≥ 200 e-mails/s', (drain.emailsPerSecond ?? 0) >= 200),
+      goal('drain: a new notification behind the backlog', drain.newNotificationDelaySeconds === null ? 'not delivered in 180 s' : `${drain.newNotificationDelaySeconds} s`, '≤ 60 s', drain.newNotificationDelaySeconds !== null && drain.newNotificationDelaySeconds <= 60),
+    ]);
     console.log('\nWritten to bench/results/read.json and bench/results/soak.json');
   } finally {
     if (server) await stopServer(server.child);
