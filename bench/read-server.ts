@@ -1,3 +1,4 @@
+import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { buildApp } from '../src/app.ts';
@@ -31,6 +32,15 @@ const benchRoutes: FastifyPluginAsyncZod = async (app) => {
     });
   }
   app.get('/bench/constant', async () => ({ success: true, data: { status: 'ok' } }));
+  // Where the resident memory is: V8's heap spaces (committed and used), and what lives outside them.
+  app.get('/bench/memory', async () => {
+    const mib = (bytes: number) => Math.round((bytes / 2 ** 20) * 10) / 10;
+    const usage = process.memoryUsage();
+    const spaces = Object.fromEntries(
+      v8.getHeapSpaceStatistics().map((space) => [space.space_name, { committedMiB: mib(space.physical_space_size), usedMiB: mib(space.space_used_size) }]),
+    );
+    return { rssMiB: mib(usage.rss), heapTotalMiB: mib(usage.heapTotal), heapUsedMiB: mib(usage.heapUsed), externalMiB: mib(usage.external), arrayBuffersMiB: mib(usage.arrayBuffers), spaces };
+  });
 };
 
 const app = await buildApp(
