@@ -195,7 +195,7 @@ async function soakPhase(url: string, adminToken: string, websiteId: string, pid
     ),
   ) as Record<keyof typeof runs, Measured>;
   clearInterval(sampler);
-  const breakdown = (await (await fetch(`${url}/bench/memory`)).json()) as Record<string, unknown>;
+  const breakdown = (await (await fetch(`${url}/bench/memory`)).json()) as MemoryBreakdown;
   await sleep(5_000);
   const afterMiB = await rssMiB(pid);
   return { perRoute, results, rss: { ...rss, afterMiB, breakdownAtEnd: breakdown }, acknowledgedEvents, acknowledgedFeedback };
@@ -376,7 +376,7 @@ async function main() {
       goal(`p99 at a fixed ${FIXED_RATE} req/s: RLS list ÷ constant route`, `${f.rls.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', rlsP99Ratio <= 2, rlsP99Ratio),
       goal('soak: requests, errors, worst route p99', `${soakReport.overall.requests.toLocaleString('en')}, ${soakReport.overall.errors}, ${soakReport.overall.worstRouteP99Ms} ms`, 'no errors', soakReport.overall.errors === 0),
       goal('soak: server RSS', `start ${soakReport.rss.startMiB}, max ${soakMax}, after ${soakReport.rss.afterMiB} MiB (slope ${soakReport.rss.slopeMiBPerMinute}/min)`, '≤ 200 MiB', soakMax <= 200),
-      goal('soak: where the RSS is, at its end', memoryBreakdown(soakReport.rss.breakdownAtEnd as MemoryBreakdown), 'for the analysis', null),
+      goal('soak: where the RSS is, at its end', memoryBreakdown(soakReport.rss.breakdownAtEnd), 'for the analysis', null),
       goal('soak: acknowledged = stored', `feedback ${soakReport.acknowledged.feedback} = ${stored.feedback}, events ${soakReport.acknowledged.events} = ${stored.events}`, 'equal', soakReport.acknowledged.feedback === stored.feedback && soakReport.acknowledged.events === stored.events),
       goal('soak: notifications owed 5 s after', `${outbox.owedAfterSoak}; stored ${reconciled.submissions_stored}, sent ${reconciled.notifications_sent}`, 'sent = stored', reconciled.submissions_stored === reconciled.notifications_sent),
       goal(`drain: ${DRAIN_BACKLOG} notifications due at once`, drain.drainSeconds === null ? `${drain.delivered} delivered in 180 s` : `${drain.drainSeconds} s, ${drain.emailsPerSecond} e-mails/s`, '≥ 200 e-mails/s', (drain.emailsPerSecond ?? 0) >= 200),
