@@ -52,7 +52,7 @@ async function waitForQuietMachine() {
 }
 
 async function startServer(settings: Record<string, string>, adminUserId: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bench/read-server.ts'), JSON.stringify(settings), adminUserId], {
+  const child = spawn(process.execPath, ['--expose-gc', path.join(ROOT, 'bench/read-server.ts'), JSON.stringify(settings), adminUserId], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
