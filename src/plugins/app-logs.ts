@@ -4,7 +4,7 @@ import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../config.ts';
 import { LogSink, type ServerLogEntry } from '../lib/log-sink.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
-import type { Sql } from './db.ts';
+import type { ElevatedSql } from './db.ts';
 
 // Stores the server's own log entries at warn and above. The logger writes
 // them into a LogSink (logger.ts, app.ts); this plugin drains it every
@@ -35,7 +35,7 @@ export interface AppLogsOptions {
 }
 
 /** Elevated (service operation): the server's own entries, in one statement. */
-async function insertServerLogEntries(sql: Sql, entries: ServerLogEntry[]): Promise<void> {
+async function insertServerLogEntries(sql: ElevatedSql, entries: ServerLogEntry[]): Promise<void> {
   const rows = entries.map((e) => ({ level: e.level, message: e.message, context: e.context, request_id: e.requestId, created_at: e.createdAt }));
   await sql`
     insert into public.app_logs (level, message, context, source, request_id, created_at)
@@ -45,7 +45,7 @@ async function insertServerLogEntries(sql: Sql, entries: ServerLogEntry[]): Prom
 }
 
 /** Elevated (service operation): retention applies to every entry. */
-async function deleteLogEntriesOlderThan(sql: Sql, days: number): Promise<number> {
+async function deleteLogEntriesOlderThan(sql: ElevatedSql, days: number): Promise<number> {
   const result = await sql`delete from public.app_logs where created_at < now() - make_interval(days => ${days})`;
   return result.count;
 }

@@ -5,17 +5,19 @@ import { ConfigError, type Config } from '../config.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
-// under the caller's database role with its JWT claims set, so row-level
-// security decides what they see; `sql` itself runs with the connection's own
-// (elevated) rights and is only used by service operations that say so.
+// under the caller's database actor (its role and JWT claims), so row-level
+// security decides what they see. The one elevated path is `sql`, the
+// connection's own rights: only query functions named `...Elevated` take it,
+// and on a request's path they run through `bounded`.
 
-export type Sql = postgres.Sql;
+/** The pool's own connection, which runs as the service role, above any caller's rights. */
+export type ElevatedSql = postgres.Sql;
 
 /** What `db.sql` runs as: Supabase's service role (bypasses RLS, owns nothing, no DDL). */
 export const ELEVATED_ROLE = 'service_role';
 export type Tx = postgres.TransactionSql;
 
-/** Whom a query acts for: the API roles Supabase defines. */
+/** What a transaction runs as: one of the API roles Supabase defines (plugins/auth.ts maps a Caller to one). */
 export type DbActor =
   | { role: 'anon' }
   | { role: 'authenticated'; claims: Record<string, unknown> }
@@ -28,7 +30,7 @@ export class AcquireTimeoutError extends Error {
 
 export interface Database {
   /** Elevated: bypasses the caller's rights. Name the operation that uses it. */
-  sql: Sql;
+  sql: ElevatedSql;
   /** Runs `work` in one transaction as `actor`, under row-level security. */
   asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
   /** An elevated query on a request's path, refused (and cancelled) when it has not answered by the acquire deadline. */
@@ -47,7 +49,8 @@ export interface DatabaseOptions {
   acquireTimeoutMs?: number;
 }
 
-export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
+/** The pool, its caller path and its elevated path; connections open on first use. */
+export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
   const sql = postgres(url, {
@@ -163,7 +166,7 @@ declare module 'fastify' {
 
 export default fp<{ config: Config }>(
   async function dbPlugin(app: FastifyInstance, { config }) {
-    const db = createDatabase(config.DATABASE_URL, {
+    const db = connectDatabase(config.DATABASE_URL, {
       max: config.DATABASE_POOL_MAX,
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,

@@ -1,4 +1,4 @@
-import type { Sql, Tx } from '../../plugins/db.ts';
+import type { ElevatedSql, Tx } from '../../plugins/db.ts';
 import type { DayRange } from './schemas.ts';
 
 // One query per function, named after what it returns. Reads come from the
@@ -33,7 +33,7 @@ export interface EventRow {
  * trigger runs in the same statement. Rows for websites that do not exist
  * are skipped, and the ids returned are the ones stored.
  */
-export async function insertEventBatchElevated(sql: Sql, rows: EventRow[]): Promise<Set<string>> {
+export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[]): Promise<Set<string>> {
   const stored = await sql<{ id: string }[]>`
     insert into public.analytics_events
       (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
