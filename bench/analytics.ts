@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/queries.ts';
-import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { generateApiKey } from '../src/lib/api-keys.ts';
 import { seedEvents } from './seed.ts';
 
 // npm run bench [-- --scales=1000000,10000000 --duration=10 --connections=100]

@@ -7,7 +7,7 @@ import type autocannon from 'autocannon';
 import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
-import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { generateApiKey } from '../src/lib/api-keys.ts';
 import { machine, type Measured, measure, otherBenchmarks, rssMiB, slopePerMinute } from './load.ts';
 
 // npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000]

@@ -23,6 +23,9 @@ export type DbActor =
   | { role: 'authenticated'; claims: Record<string, unknown> }
   | { role: 'service_role' };
 
+/** The actor of a caller whose rights are the service role's (the legacy admin token, a checked API key). */
+export const ELEVATED_ACTOR: DbActor = { role: ELEVATED_ROLE };
+
 /** A request waited longer than the acquire deadline for a connection. */
 export class AcquireTimeoutError extends Error {
   readonly code = 'ACQUIRE_TIMEOUT';

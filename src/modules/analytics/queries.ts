@@ -50,11 +50,6 @@ export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[
   return new Set(stored.map((row) => row.id));
 }
 
-export async function websiteExists(tx: Tx, websiteId: string): Promise<boolean> {
-  const rows = await tx`select 1 from public.websites where id = ${websiteId}`;
-  return rows.length > 0;
-}
-
 export interface DailyTotals {
   pageViews: number;
   loadTimeSum: number;

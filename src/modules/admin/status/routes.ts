@@ -8,9 +8,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../config.ts';
 import { AppError } from '../../../lib/errors.ts';
-import { actorFor, bearerToken } from '../../../plugins/auth.ts';
+import { bearerToken, type Caller, callerOf, isAdmin } from '../../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
-import { createLiveService } from '../../analytics/service.ts';
 import { cachedHealth, checkHealth } from '../health.ts';
 import { createStatusSessionService } from './session.ts';
 
@@ -50,9 +49,11 @@ export interface StatusOptions {
   version: string;
   /** Milliseconds between snapshots on the stream (at most 2 s). */
   intervalMs?: number;
+  /** Visitors active now on every website the caller may see (the analytics module's, given by app.ts). */
+  activeVisitors(caller: Caller): Promise<unknown>;
 }
 
-const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000 }) => {
+const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000, activeVisitors }) => {
   if (!app.hasRequestDecorator('cookies')) await app.register(cookie);
   const files = Object.fromEntries(
     await Promise.all(['index.html', 'signin.html', ...Object.keys(ASSETS)].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
@@ -73,12 +74,11 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   async function stillAdmin(token: string, log: FastifyBaseLogger): Promise<boolean> {
     try {
       const caller = await app.callerFromToken(token, log, { fresh: true });
-      return caller.kind === 'legacy-admin' || caller.roles.includes('admin');
+      return isAdmin(caller);
     } catch (error) {
       return !(error instanceof AppError && (error.statusCode === 401 || error.statusCode === 403));
     }
   }
-  const live = createLiveService({ db: app.db });
 
   /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
   async function authorize(request: FastifyRequest, reply: FastifyReply) {
@@ -114,7 +114,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     const tick = async () => {
       // Active visitors are read as the signed-in admin, under row-level security.
-      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), live.activeAs(actorFor(request.caller), null)]);
+      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), activeVisitors(callerOf(request))]);
       send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
