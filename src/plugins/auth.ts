@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
+import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
-import { ExpiringKeys } from '../lib/expiring-keys.ts';
 import type { AppRole } from '../lib/roles.ts';
 import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR } from './db.ts';
@@ -77,7 +77,7 @@ export function callerOf(request: FastifyRequest): Caller {
 
 export interface AuthPluginOptions {
   config: Config;
-  /** How long a session found alive is trusted before asking the database again. */
+  /** How long (positive, in ms) a session found alive is trusted before asking the database again. */
   sessionCacheMs?: number;
   /** Most sessions remembered as alive at once. */
   sessionCacheMax?: number;
@@ -90,8 +90,9 @@ export default fp<AuthPluginOptions>(
       supabaseUrl: config.SUPABASE_URL,
       adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
-    // Bounded: a flood of distinct valid sessions cannot grow it without end.
-    const seenAlive = new ExpiringKeys(sessionCacheMax);
+    // Sessions seen open, each trusted for sessionCacheMs. Bounded: a flood of
+    // distinct valid sessions cannot grow it without end (the oldest go first).
+    const seenAlive = new LRUCache<string, true>({ max: sessionCacheMax, ttl: sessionCacheMs });
 
     app.decorateRequest('caller', null);
     app.decorate('forgetSession', (sessionId: string) => seenAlive.delete(sessionId));
@@ -103,7 +104,7 @@ export default fp<AuthPluginOptions>(
         select
           ${cached}::boolean or public.session_is_open(${userId}::uuid, ${sessionId}::uuid) as active,
           coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`);
-      if (row.active && !cached) seenAlive.add(sessionId, sessionCacheMs);
+      if (row.active && !cached) seenAlive.set(sessionId, true);
       return row;
     }
 
