@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
-import { checkHealth } from './health.ts';
+import { createHealthService } from './health.ts';
 import { HealthFailureSchema, HealthResponseSchema, MetricsResponseSchema } from './schemas.ts';
 
 // /api/admin: admin role or the legacy admin token on every route. Stored
@@ -8,6 +8,7 @@ import { HealthFailureSchema, HealthResponseSchema, MetricsResponseSchema } from
 // logs and users modules; app.ts mounts them under this prefix.
 const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = async (app, { config, version }) => {
   app.addHook('onRequest', app.requireRole('admin'));
+  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox });
   const security = [{ bearer: [] }];
   const tags = ['admin'];
 
@@ -15,7 +16,7 @@ const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = 
     '/health',
     { schema: { tags, security, summary: 'System, database, auth and e-mail status', response: { 200: HealthResponseSchema, 503: HealthFailureSchema } } },
     async function reportHealth(request, reply) {
-      const report = await checkHealth(app, config, version);
+      const report = await health.checkHealth();
       if (report.status === 'ok') return { success: true as const, data: report };
       request.log.error({ database: report.database, auth: report.auth }, 'admin health: a dependency is down');
       return reply.status(503).send({ success: false as const, error: 'Service unavailable', statusCode: 503 as const, data: report });
