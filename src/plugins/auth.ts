@@ -5,7 +5,7 @@ import type { Config } from '../config.ts';
 import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
 import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
-import { type DbActor, ELEVATED_ACTOR } from './db.ts';
+import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
 // 403 for not-allowed; row-level security then decides again in Postgres.
@@ -75,6 +75,14 @@ export function callerOf(request: FastifyRequest): Caller {
   return request.caller;
 }
 
+/** Elevated (there is no caller yet): is the session open (or `known` so), and which roles does its user hold? */
+function selectSessionStateElevated(sql: ElevatedSql, userId: string, sessionId: string, known: boolean) {
+  return sql<{ active: boolean; roles: AppRole[] }[]>`
+    select
+      ${known}::boolean or public.session_is_open(${userId}::uuid, ${sessionId}::uuid) as active,
+      coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`;
+}
+
 export interface AuthPluginOptions {
   config: Config;
   /** How long (positive, in ms) a session found alive is trusted before asking the database again. */
@@ -100,10 +108,7 @@ export default fp<AuthPluginOptions>(
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
     async function sessionState(userId: string, sessionId: string) {
       const cached = seenAlive.has(sessionId);
-      const [row] = await app.db.bounded(app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
-        select
-          ${cached}::boolean or public.session_is_open(${userId}::uuid, ${sessionId}::uuid) as active,
-          coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`);
+      const [row] = await app.db.bounded(selectSessionStateElevated(app.db.sql, userId, sessionId, cached));
       if (row.active && !cached) seenAlive.set(sessionId, true);
       return row;
     }
