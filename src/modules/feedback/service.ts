@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import escapeHtml from 'escape-html';
 import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
-import type { Database, DbActor } from '../../plugins/db.ts';
+import type { Database } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
 import type { CsvSink } from '../../lib/csv.ts';
 import { countFeedback, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
@@ -13,7 +13,8 @@ import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBo
 // admin operations run as their caller's database actor. All text is HTML-escaped with
 // escape-html before it is stored (SPEC section 2).
 
-const SUBMITTER: DbActor = { role: 'anon' };
+/** A submission has no caller: it runs as the public (anon). */
+const SUBMITTER = dbActorOf(null);
 const EXPORT_CURSOR_ROWS = 500;
 
 type ExportRow = Awaited<ReturnType<typeof selectFeedbackForExport>>[number];
