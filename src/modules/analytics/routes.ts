@@ -1,16 +1,14 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { csvStream, sendCsv } from '../../lib/csv.ts';
-import { unauthorized } from '../../lib/errors.ts';
-import { WEBSITE_READERS } from '../../lib/roles.ts';
 import { callerOf } from '../../plugins/auth.ts';
 import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import analyticsBatcherPlugin from './batcher.ts';
 import { createCountryLookup } from './geo.ts';
 import { createIngestService } from './ingest-service.ts';
-import type { AnalyticsCaller } from './permissions.ts';
+import { analyticsCallerGuard, analyticsCallerOf } from './guard.ts';
 import analyticsRetentionPlugin from './retention/worker.ts';
 import {
   CsvResponseSchema,
@@ -35,18 +33,6 @@ import { createAnalyticsService, DAILY_SERIES_CSV_COLUMNS } from './service.ts';
 
 const INGEST_BODY_LIMIT = 16 * 1024;
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    analyticsCaller: AnalyticsCaller | null;
-  }
-}
-
-/** The caller identifyAnalyticsCaller has established; routes behind it always have one. */
-function analyticsCallerOf(request: FastifyRequest): AnalyticsCaller {
-  if (!request.analyticsCaller) throw unauthorized();
-  return request.analyticsCaller;
-}
-
 const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
   // Trackers on other origins send events with navigator.sendBeacon (or a
   // no-cors fetch): a text/plain body is a CORS "simple request", so the
@@ -63,23 +49,8 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     countryOf: createCountryLookup(config.ANALYTICS_COUNTRY_DB),
   });
   const analytics = createAnalyticsService({ db: app.db });
-  const requireReaderRole = app.requireRole(...WEBSITE_READERS);
+  const identifyAnalyticsCaller = analyticsCallerGuard(app, analytics.websiteIdOfApiKeyElevated);
   const requireAdmin = app.requireRole('admin');
-
-  app.decorateRequest('analyticsCaller', null);
-
-  /** X-API-Key when given (must be a website's key), otherwise a Bearer token with a reader role. */
-  async function identifyAnalyticsCaller(request: FastifyRequest, reply: FastifyReply) {
-    const apiKey = request.headers['x-api-key'];
-    if (apiKey !== undefined) {
-      const websiteId = typeof apiKey === 'string' ? await analytics.websiteIdOfApiKeyElevated(apiKey) : undefined;
-      if (!websiteId) throw unauthorized();
-      request.analyticsCaller = { kind: 'api-key', websiteId };
-      return;
-    }
-    await requireReaderRole.call(app, request, reply, () => {});
-    request.analyticsCaller = request.caller;
-  }
 
   /** The one summary answer; its two routes differ only in where the website id is written. */
   async function summarize(request: FastifyRequest, { websiteId, startDate, endDate }: DayRange) {
