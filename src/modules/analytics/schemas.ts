@@ -69,16 +69,6 @@ export const SummaryQuerySchema = z
   .transform(resolveRange)
   .superRefine(checkRange);
 export const DateRangeQuerySchema = SummaryQuerySchema;
-export const RealtimeQuerySchema = z.object({ websiteId });
-export const RealtimeResponseSchema = z.object({
-  success: z.literal(true),
-  data: z.object({
-    websiteId: z.uuid(),
-    windowMinutes: z.number().int().describe('the window counted back from now'),
-    activeVisitors: z.number().int().describe('distinct visitors with an event in the window'),
-    pageViews: z.number().int().describe('page views in the window'),
-  }),
-});
 export const WebsiteSummaryParamsSchema = z.object({ websiteId });
 export const WebsiteSummaryQuerySchema = z
   .object({ startDate: day('Start date'), endDate: day('End date') })
