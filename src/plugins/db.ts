@@ -10,11 +10,10 @@ import { shutdownBudget } from '../lib/shutdown-budget.ts';
 // connection's own rights: only query functions named `...Elevated` take it,
 // and on a request's path they run through `bounded`.
 
-/** The pool's own connection, which runs as the service role, above any caller's rights. */
-export type ElevatedSql = postgres.Sql;
-
 /** What `db.sql` runs as: Supabase's service role (bypasses RLS, owns nothing, no DDL). */
 export const ELEVATED_ROLE = 'service_role';
+/** `db.sql`, the pool's own connections: above any caller's rights. */
+export type ElevatedSql = postgres.Sql;
 export type Tx = postgres.TransactionSql;
 
 /** What a transaction runs as: one of the API roles Supabase defines (plugins/auth.ts maps a Caller to one). */
@@ -32,7 +31,7 @@ export class AcquireTimeoutError extends Error {
 }
 
 export interface Database {
-  /** Elevated: bypasses the caller's rights. Name the operation that uses it. */
+  /** Elevated: bypasses the caller's rights; only query functions named `...Elevated` take it. */
   sql: ElevatedSql;
   /** Runs `work` in one transaction as `actor`, under row-level security. */
   asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;

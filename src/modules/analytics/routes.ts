@@ -7,19 +7,19 @@ import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import analyticsBatcherPlugin from './batcher.ts';
 import { createCountryLookup } from './geo.ts';
-import { createIngestService } from './ingest-service.ts';
 import { analyticsCallerGuard, analyticsCallerOf } from './guard.ts';
+import { createIngestService } from './ingest-service.ts';
 import analyticsRetentionPlugin from './retention/worker.ts';
 import {
   CsvResponseSchema,
   DailySeriesResponseSchema,
+  type DayRange,
   DateRangeQuerySchema,
   IgnoredEventResponseSchema,
   LiveQuerySchema,
   LiveVisitorsResponseSchema,
   RecordedEventResponseSchema,
   RecordEventBodySchema,
-  type DayRange,
   SummaryQuerySchema,
   SummaryResponseSchema,
   WebsiteSummaryParamsSchema,
