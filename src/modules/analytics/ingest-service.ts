@@ -1,5 +1,5 @@
-import { readCampaign } from './campaign.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
+import { readCampaign } from './campaign.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
 import type { CountryLookup } from './geo.ts';
 import { uuidv7 } from './ids.ts';
