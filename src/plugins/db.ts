@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import postgres from 'postgres';
 import { ConfigError, type Config } from '../config.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
+import { ownerOrSuperuserLogin } from './db-login.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
 // under the caller's database actor (its role and JWT claims), so row-level
@@ -135,29 +136,6 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   }
 
   return { sql, asActor, bounded, ping, close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }) };
-}
-
-/**
- * Why DATABASE_URL's login is too strong for the data path (a superuser, or
- * the owner of the schema), or undefined. A database that does not answer
- * within 2 s is not judged here: /health reports it.
- */
-async function ownerOrSuperuserLogin(db: Database): Promise<string | undefined> {
-  const facts = db.sql<{ login: string; superuser: boolean; owner: boolean }[]>`
-    select session_user as login,
-           coalesce((select rolsuper from pg_roles where rolname = session_user), false) as superuser,
-           pg_has_role(session_user, (select nspowner from pg_namespace where nspname = 'public'), 'MEMBER') as owner`;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 2_000)));
-  facts.catch(() => {});
-  const rows = await Promise.race([facts.catch(() => undefined), late]);
-  clearTimeout(timer);
-  const row = rows?.[0];
-  if (!row || (!row.superuser && !row.owner)) return undefined;
-  return (
-    `DATABASE_URL connects as ${row.login}, ${row.superuser ? 'a superuser' : 'the owner of the schema'}; ` +
-    'connect as a login role that can only switch to anon, authenticated and service_role (README, Least privilege)'
-  );
 }
 
 declare module 'fastify' {
