@@ -11,7 +11,7 @@ import { asLoginRole } from '../src/lib/database-url.ts';
 import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/queries.ts';
-import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { generateApiKey } from '../src/lib/api-keys.ts';
 import { goal, printGoals } from './load.ts';
 import { seedEvents } from './seed.ts';
 

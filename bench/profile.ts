@@ -8,7 +8,7 @@ import autocannon from 'autocannon';
 import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
-import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { generateApiKey } from '../src/lib/api-keys.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50]
 //

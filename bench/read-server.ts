@@ -5,14 +5,14 @@ import { buildApp } from '../src/app.ts';
 import { parseConfig } from '../src/config.ts';
 import { ListFeedbackResponseSchema } from '../src/modules/feedback/schemas.ts';
 import { createFeedbackService } from '../src/modules/feedback/service.ts';
-import type { DbActor } from '../src/plugins/db.ts';
+import type { Caller } from '../src/plugins/auth.ts';
 
 // The server process of bench/read.ts: the real application plus three
 // bench-only routes (registered through buildApp's `extend`), on loopback.
 // The two feedback routes call the same service method, with the same
-// response schema, as GET /api/feedback/get-feedback; only the database
-// actor differs: an admin's claims under row-level security, or
-// service_role, which bypasses it. Prints {"port": n} when listening.
+// response schema, as GET /api/feedback/get-feedback; only the caller
+// differs, and so the database actor: an admin's claims under row-level
+// security, or the legacy admin token's service_role, which bypasses it. Prints {"port": n} when listening.
 //
 // argv: settings (JSON, as process.env would hold them), the admin's user id.
 
@@ -21,13 +21,14 @@ const PAGE = { limit: 20, offset: 0 };
 
 const benchRoutes: FastifyPluginAsyncZod = async (app) => {
   const feedback = createFeedbackService({ db: app.db, captcha: { enabled: false, verify: async () => 'passed' } });
-  const underRls: DbActor = { role: 'authenticated', claims: { sub: adminUserId, role: 'authenticated', aud: 'authenticated' } };
-  const withoutRls: DbActor = { role: 'service_role' };
+  const claims = { sub: adminUserId, role: 'authenticated', aud: 'authenticated', session_id: 'bench' };
+  const underRls: Caller = { kind: 'user', userId: adminUserId, sessionId: 'bench', roles: ['admin'], claims };
+  const withoutRls: Caller = { kind: 'legacy-admin', userId: 'bench', roles: ['admin'] };
   const schema = { response: { 200: ListFeedbackResponseSchema } };
 
-  for (const [url, actor] of [['/bench/feedback/rls', underRls], ['/bench/feedback/no-rls', withoutRls]] as const) {
+  for (const [url, caller] of [['/bench/feedback/rls', underRls], ['/bench/feedback/no-rls', withoutRls]] as const) {
     app.get(url, { schema }, async () => {
-      const { data, total } = await feedback.list(actor, PAGE);
+      const { data, total } = await feedback.listFeedback(caller, PAGE);
       return { success: true as const, data, pagination: { total, ...PAGE } };
     });
   }

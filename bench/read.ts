@@ -9,7 +9,7 @@ import type { MailSink } from '../scripts/stack/mail-sink.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
-import { generateApiKey } from '../src/modules/websites/api-keys.ts';
+import { generateApiKey } from '../src/lib/api-keys.ts';
 import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, rssMiB, slopePerMinute } from './load.ts';
 
 // npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]

@@ -1,13 +1,15 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { scriptSettings } from './settings.ts';
 
 // `npm run admin-token -- <userId>`: prints a legacy admin token (SPEC 5.5),
 // signed with ADMIN_JWT_SECRET from the environment or .env, else with the
 // local stack's secret that `npm run dev` keeps in .cache/dev-secrets.json.
 
 async function adminSecret(): Promise<string | undefined> {
-  if (process.env.ADMIN_JWT_SECRET) return process.env.ADMIN_JWT_SECRET;
+  const { ADMIN_JWT_SECRET } = scriptSettings(['ADMIN_JWT_SECRET']);
+  if (ADMIN_JWT_SECRET) return ADMIN_JWT_SECRET;
   try {
     const file = path.resolve(import.meta.dirname, '../.cache/dev-secrets.json');
     return JSON.parse(await readFile(file, 'utf8')).ADMIN_JWT_SECRET;

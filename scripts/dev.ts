@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { asLoginRole } from '../src/lib/database-url.ts';
+import { scriptSettings } from './settings.ts';
 import { AUTH_BIN_VARIABLE, findAuthBinary } from './stack/auth-server.ts';
 import { ROOT } from './stack/database.ts';
 import { startStack, type Stack } from './stack/index.ts';
@@ -50,10 +51,12 @@ export async function devSecrets(): Promise<DevSecrets> {
 async function main() {
   // Unset NODE_ENV means production (src/config.ts); this command is for development.
   const env: NodeJS.ProcessEnv = { NODE_ENV: 'development', ...process.env };
+  // Read through the service's parser; `env` itself goes to the server, which parses all of it.
+  const given = scriptSettings(['SUPABASE_URL', 'DATABASE_URL', 'PORT', 'HOST']);
   let stack: Stack | undefined;
   const status: [string, string][] = [];
 
-  if (!env.SUPABASE_URL) {
+  if (!given.SUPABASE_URL) {
     console.log('No SUPABASE_URL set: starting the local stack.');
     const secrets = await devSecrets();
     const binary = findAuthBinary(env);
@@ -100,13 +103,12 @@ async function main() {
       ['Mail sink', `${stack.mail.apiUrl}/messages   (SMTP on 127.0.0.1:${stack.mail.smtpPort})`],
       ['Database', stack.databaseUrl],
     );
-  } else if (!env.DATABASE_URL) {
+  } else if (!given.DATABASE_URL) {
     console.error('SUPABASE_URL is set but DATABASE_URL is not: give the project database URL too (see .env.example).');
     process.exit(1);
   }
 
-  const port = env.PORT ?? '3000';
-  const host = env.HOST ?? '127.0.0.1';
+  const { PORT: port, HOST: host } = given;
   const server = spawn(process.execPath, [path.join(ROOT, 'src/server.ts')], { env, stdio: 'inherit' });
   const base = `http://${host}:${port}`;
   const lines: [string, string][] = [

@@ -1,16 +1,19 @@
 import postgres from 'postgres';
+import { APP_ROLES } from '../src/lib/roles.ts';
+import { scriptSettings } from './settings.ts';
 
 // `npm run grant-role -- <email> <role>`: assigns admin, editor or viewer to
 // an existing account. This is how the first admin is made.
 
 const [email, role] = process.argv.slice(2);
-const ROLES = ['admin', 'editor', 'viewer'];
+const ROLES: readonly string[] = APP_ROLES;
 if (!email || !role || !ROLES.includes(role)) {
   console.error(`usage: npm run grant-role -- <email> <${ROLES.join('|')}>`);
   process.exit(2);
 }
 // An operator's tool: it writes as the owner, not as the API's login role.
-const url = process.env.DATABASE_OWNER_URL ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
+const settings = scriptSettings(['DATABASE_OWNER_URL', 'DATABASE_URL']);
+const url = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
 const sql = postgres(url, { max: 1, onnotice: () => {} });
 try {
   const [profile] = await sql`select id from public.profiles where lower(email) = lower(${email})`;

@@ -6,16 +6,18 @@ import { LogSink } from './lib/log-sink.ts';
 import { loggerOptions } from './logger.ts';
 import adminRoutes from './modules/admin/routes.ts';
 import analyticsRoutes from './modules/analytics/routes.ts';
+import { createAnalyticsService } from './modules/analytics/service.ts';
 import trackerRoutes from './modules/analytics/tracker/routes.ts';
 import statusRoutes from './modules/admin/status/routes.ts';
 import authRoutes from './modules/auth/routes.ts';
 import feedbackOutboxPlugin from './modules/feedback/outbox/worker.ts';
 import feedbackRoutes from './modules/feedback/routes.ts';
 import healthRoutes from './modules/health/routes.ts';
+import logsRoutes from './modules/logs/routes.ts';
+import appLogsPlugin from './modules/logs/worker.ts';
 import rolesRoutes from './modules/roles/routes.ts';
-import usersRoutes from './modules/users/routes.ts';
+import usersRoutes, { adminUsersRoutes } from './modules/users/routes.ts';
 import websitesRoutes from './modules/websites/routes.ts';
-import appLogsPlugin from './plugins/app-logs.ts';
 import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
 import errorsPlugin, { errorHandler } from './plugins/errors.ts';
@@ -34,7 +36,7 @@ export const VERSION = '0.1.0';
 export interface AppOptions {
   config: Config;
   rateLimit?: RateLimitOptions;
-  /** Where the logger puts entries to store (plugins/app-logs.ts); buildApp makes one. */
+  /** Where the logger puts entries to store (modules/logs/worker.ts); buildApp makes one. */
   logSink?: LogSink;
 }
 
@@ -93,12 +95,21 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(feedbackRoutes, { config });
   await fastify.register(authRoutes, { prefix: '/api/auth', config });
   await fastify.register(adminRoutes, { prefix: '/api/admin', config, version: VERSION });
+  await fastify.register(logsRoutes, { prefix: '/api/admin/logs' });
+  await fastify.register(adminUsersRoutes, { prefix: '/api/admin/users' });
   await fastify.register(usersRoutes, { prefix: '/api/users' });
   await fastify.register(rolesRoutes, { prefix: '/api/userRoles' });
   await fastify.register(websitesRoutes, { prefix: '/api/websites' });
   await fastify.register(analyticsRoutes, { prefix: '/api/analytics', config });
   await fastify.register(trackerRoutes);
-  await fastify.register(statusRoutes, { prefix: '/admin/status', config, version: VERSION });
+  // The dashboard shows the analytics module's live count without importing it.
+  const analytics = createAnalyticsService({ db: fastify.db });
+  await fastify.register(statusRoutes, {
+    prefix: '/admin/status',
+    config,
+    version: VERSION,
+    activeVisitors: (caller) => analytics.activeVisitors(caller, undefined),
+  });
 }
 
 // Not encapsulated, so the process (server.ts) and tests see its decorators.

@@ -1,4 +1,4 @@
-import type { Config } from './config.ts';
+import type { Settings } from './config.ts';
 
 // What production refuses to start without. A missing secret must never
 // switch a protection off silently: the operator either gives a strong
@@ -9,25 +9,32 @@ const MIN_SECRET_BYTES = 32;
 
 const weak = (secret: string) => Buffer.byteLength(secret, 'utf8') < MIN_SECRET_BYTES;
 
-/** One phrase per problem, naming the variable, for parseConfig's single line. */
-export function productionProblems(config: Config): string[] {
+export interface ProductionProblem {
+  setting: string;
+  /** Names the variable, for parseConfig's single line. */
+  phrase: string;
+}
+
+/** What production refuses in these settings, in a fixed order. */
+export function productionProblems(config: Settings): ProductionProblem[] {
   if (config.NODE_ENV !== 'production') return [];
-  const problems: string[] = [];
+  const problems: ProductionProblem[] = [];
   if (config.CAPTCHA_PROVIDER !== 'off' && !config.CAPTCHA_SECRET) {
-    problems.push('CAPTCHA_SECRET is missing (required in production; CAPTCHA_PROVIDER=off runs without the bot check)');
+    problems.push({ setting: 'CAPTCHA_SECRET', phrase: 'CAPTCHA_SECRET is missing (required in production; CAPTCHA_PROVIDER=off runs without the bot check)' });
   }
   if (config.LEGACY_ADMIN_TOKEN === 'on' && !config.ADMIN_JWT_SECRET) {
-    problems.push('ADMIN_JWT_SECRET is missing (required in production; LEGACY_ADMIN_TOKEN=off refuses legacy admin tokens)');
+    problems.push({ setting: 'ADMIN_JWT_SECRET', phrase: 'ADMIN_JWT_SECRET is missing (required in production; LEGACY_ADMIN_TOKEN=off refuses legacy admin tokens)' });
   }
   if (!config.ANALYTICS_SALT_SECRET) {
-    problems.push('ANALYTICS_SALT_SECRET is missing (required in production: visitor ids must not change on restart)');
+    problems.push({ setting: 'ANALYTICS_SALT_SECRET', phrase: 'ANALYTICS_SALT_SECRET is missing (required in production: visitor ids must not change on restart)' });
   }
   if (config.SUPABASE_JWT_SECRET ? weak(config.SUPABASE_JWT_SECRET) : !config.SUPABASE_URL) {
-    problems.push(
-      config.SUPABASE_JWT_SECRET
+    problems.push({
+      setting: 'SUPABASE_JWT_SECRET',
+      phrase: config.SUPABASE_JWT_SECRET
         ? `SUPABASE_JWT_SECRET is invalid (at least ${MIN_SECRET_BYTES} bytes in production)`
         : 'SUPABASE_JWT_SECRET is missing (required in production unless SUPABASE_URL publishes the signing keys)',
-    );
+    });
   }
   return problems;
 }

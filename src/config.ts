@@ -1,37 +1,14 @@
-import { isIP } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { emailList, optionalString, positiveInt, trustProxySetting } from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Nothing else in
-// the code reads process.env; tests build a Config object directly.
+// the code reads process.env: server.ts parses it, scripts parse the few
+// settings they use through parseSettings, tests build a Config with parseConfig.
 
-const optionalString = z
-  .string()
-  .optional()
-  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value));
-
-const positiveInt = (fallback: number) => z.coerce.number().int().positive().default(fallback);
-
-const emailList = (value: string) =>
-  value
-    .split(',')
-    .map((email) => email.trim())
-    .filter((email) => email !== '');
-
-// proxy-addr's names for ranges, as Fastify's trustProxy accepts them.
-const NAMED_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
-
-/** An IP address, a CIDR range (address/prefix) or a named range. */
-function isProxyAddress(entry: string): boolean {
-  if (NAMED_RANGES.has(entry)) return true;
-  const [address, prefix, ...rest] = entry.split('/');
-  const version = isIP(address);
-  if (version === 0 || rest.length > 0) return false;
-  if (prefix === undefined) return true;
-  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
-}
-
-export const ConfigSchema = z.object({
+/** Every setting as written; ConfigSchema adds what production requires. */
+export const SettingsSchema = z.object({
   // Unset means production: HSTS, Secure cookies and the secret checks of
   // config-production.ts. `npm run dev` and the tests say otherwise explicitly.
   NODE_ENV: z.enum(['development', 'test', 'production']).default('production'),
@@ -41,28 +18,7 @@ export const ConfigSchema = z.object({
   // Which X-Forwarded-For entries to believe (Fastify's trustProxy): false,
   // a hop count, or the proxies' addresses / CIDR ranges. `true` would
   // believe every entry, so a client could pick its own IP; it is refused.
-  TRUST_PROXY: z
-    .string()
-    .default('false')
-    .transform((value, context) => {
-      const trimmed = value.trim();
-      if (trimmed === '' || trimmed === 'false' || trimmed === '0') return false as const;
-      if (/^\d+$/.test(trimmed)) return Number(trimmed);
-      const entries = trimmed.split(',').map((entry) => entry.trim()).filter(Boolean);
-      const bad = entries.filter((entry) => !isProxyAddress(entry));
-      if (trimmed === 'true' || bad.length > 0 || entries.length === 0) {
-        context.addIssue({
-          code: 'custom',
-          message:
-            trimmed === 'true'
-              ? 'true would trust every X-Forwarded-For entry; give the number of proxies (e.g. 1) or their addresses / CIDR ranges'
-              : `not a hop count or proxy addresses: ${bad.join(', ')}`,
-        });
-        return z.NEVER;
-      }
-      return entries;
-    }),
-
+  TRUST_PROXY: trustProxySetting,
   CORS_ORIGIN: z.url().default('http://localhost:5173'),
   FRONTEND_URL: optionalString.pipe(z.url().optional()),
 
@@ -161,24 +117,48 @@ export const ConfigSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
 });
 
+export type Settings = z.output<typeof SettingsSchema>;
+
+/**
+ * The service's configuration: the settings, refused when production lacks
+ * a secret it needs (config-production.ts). The visitor-hash salt then
+ * always has a value: outside production, a random one for this process.
+ */
+export const ConfigSchema = SettingsSchema.superRefine((settings, context) => {
+  for (const { setting, phrase } of productionProblems(settings)) {
+    context.addIssue({ code: 'custom', path: [setting], message: phrase, params: { phrase: true } });
+  }
+}).transform((settings) => ({ ...settings, ANALYTICS_SALT_SECRET: settings.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex') }));
+
 export type Config = z.output<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;
 
 export class ConfigError extends Error {}
 
-/** Parses settings; the error names each bad variable on one line. */
-export function parseConfig(env: Record<string, string | undefined>): Config {
-  const result = ConfigSchema.safeParse(env);
-  if (!result.success) {
-    const problems = result.error.issues.map((issue) => {
-      const name = issue.path.join('.');
-      return env[name] === undefined ? `${name} is missing` : `${name} is invalid (${issue.message})`;
-    });
-    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
-  }
-  const problems = productionProblems(result.data);
-  if (problems.length > 0) throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
-  return result.data;
+type Env = Record<string, string | undefined>;
+
+/** Parses `env` with `schema`; the error names each bad variable, all on one line. */
+function parseWith<T>(schema: z.ZodType<T>, env: Env): T {
+  const result = schema.safeParse(env);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    // Production's own checks write a whole phrase that names the variable.
+    if (issue.code === 'custom' && issue.params?.phrase) return issue.message;
+    const name = issue.path.join('.');
+    return env[name] === undefined ? `${name} is missing` : `${name} is invalid (${issue.message})`;
+  });
+  throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+}
+
+/** The whole configuration, for the service (server.ts) and its tests. */
+export function parseConfig(env: Env): Config {
+  return parseWith(ConfigSchema, env);
+}
+
+/** Only the named settings, by the same rules and with the same one-line error; for scripts that need a few. */
+export function parseSettings(env: Env, names: readonly (keyof Settings)[]): Partial<Settings> {
+  const named: Env = Object.fromEntries(names.map((name) => [name, env[name]]));
+  return parseWith(SettingsSchema.partial(), named);
 }
 
 /** The front end's origin, which links in e-mails point at. */

@@ -9,7 +9,7 @@ const PRETTY = { target: 'pino-pretty', options: { colorize: true, customLevels:
 
 /**
  * Options of the app's logger. With `persist`, entries at warn and above also
- * go to that stream (plugins/app-logs.ts stores them), whatever `level` says
+ * go to that stream (modules/logs/worker.ts stores them), whatever `level` says
  * for the output: the logger then runs at the lower of the two levels and a
  * multistream sends each line where its level belongs.
  */

@@ -2,7 +2,7 @@ import type { LogLevel } from '../logger.ts';
 
 // The pino destination behind stored server logs. `write` runs inside the
 // logging call, so it only queues the line; a plugin drains the queue in
-// batches off the request path (plugins/app-logs.ts). A full queue drops the
+// batches off the request path (modules/logs/worker.ts). A full queue drops the
 // newest lines and counts them rather than grow or block.
 
 export interface ServerLogEntry {

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 
 // Schema fragments shared by the route modules: required strings, e-mail,
-// password and name, the message-only response, list pagination.
+// password and name, text and JSON Postgres can store, the message-only
+// response, list pagination.
 
 /** A string field whose absence and wrong type get their own messages. */
 export const requiredString = (label: string) =>
@@ -42,3 +43,25 @@ export type PaginationQuery = z.infer<typeof PaginationQuerySchema>;
 
 /** `pagination` of a list response. */
 export const PaginationSchema = z.object({ total: z.number().int(), limit: z.number().int(), offset: z.number().int() });
+
+// Postgres text cannot hold NUL, and jsonb refuses \u0000 and unpaired
+// surrogates; JSON.stringify writes exactly those as escapes.
+const UNSTORABLE_JSON_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f])/i;
+
+/** Text Postgres can store: no NUL characters, no unpaired surrogates. */
+export const isStorableText = (value: string) => value.isWellFormed() && !value.includes('\u0000');
+
+/** A JSON object (string keys, any values) whose serialised form stays under `maxBytes`. */
+export function boundedJsonObject(label: string, maxBytes: number) {
+  return z
+    .record(z.string().max(100, `${label} keys must be at most 100 characters`), z.unknown(), {
+      error: `${label} must be a JSON object`,
+    })
+    .superRefine((value, context) => {
+      const json = JSON.stringify(value);
+      if (Buffer.byteLength(json) > maxBytes) context.addIssue({ code: 'custom', message: `${label} must be at most ${maxBytes} bytes as JSON` });
+      else if (UNSTORABLE_JSON_ESCAPE.test(json)) {
+        context.addIssue({ code: 'custom', message: `${label} must not contain NUL characters or unpaired surrogates` });
+      }
+    });
+}

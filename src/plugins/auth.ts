@@ -1,17 +1,17 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
+import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
-import { ExpiringKeys } from '../lib/expiring-keys.ts';
+import type { AppRole } from '../lib/roles.ts';
 import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
-import type { DbActor } from './db.ts';
+import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
 // 403 for not-allowed; row-level security then decides again in Postgres.
+// Words: a Caller is who called over HTTP; a DbActor is what their SQL runs as.
 
-export const APP_ROLES = ['admin', 'editor', 'viewer'] as const;
-export type AppRole = (typeof APP_ROLES)[number];
-
+/** Who called over HTTP: a signed-in user, or the holder of a legacy admin token. */
 export type Caller =
   | { kind: 'user'; userId: string; email?: string; sessionId: string; roles: AppRole[]; claims: SupabaseClaims }
   | { kind: 'legacy-admin'; userId: string; roles: ['admin'] };
@@ -26,7 +26,7 @@ declare module 'fastify' {
     /** Any signed-in user (a Supabase session); the legacy admin token is not a user. */
     requireUser: onRequestHookHandler;
     /** A signed-in user holding one of `roles`, or, where `roles` has admin, the legacy admin token. */
-    requireRole(...roles: AppRole[]): onRequestHookHandler;
+    requireRole(...roles: readonly AppRole[]): onRequestHookHandler;
     /** The caller a token stands for, or throws 401 / 503; `fresh` skips the session cache (long-lived streams re-check with it). */
     callerFromToken(token: string, log: FastifyBaseLogger, options?: { fresh?: boolean }): Promise<Caller>;
     /** Forgets a cached session at once (this instance signed it out). */
@@ -34,13 +34,18 @@ declare module 'fastify' {
   }
 }
 
-/** The database role and claims a caller's queries run under. */
-export function actorFor(caller: Caller | null): DbActor {
+/** The database actor (role and claims) a caller's queries run as; services call it, never routes. */
+export function dbActorOf(caller: Caller | null): DbActor {
   if (!caller) return { role: 'anon' };
   // The legacy token is a server-issued admin credential with no auth.users
   // session behind it, so its requests use the service role.
-  if (caller.kind === 'legacy-admin') return { role: 'service_role' };
+  if (caller.kind === 'legacy-admin') return ELEVATED_ACTOR;
   return { role: 'authenticated', claims: caller.claims };
+}
+
+/** The database actor of a user known so far only by id (a sign-in before it is a Caller). */
+export function dbActorOfUser(userId: string): DbActor {
+  return { role: 'authenticated', claims: { sub: userId, role: 'authenticated', aud: 'authenticated' } };
 }
 
 export function bearerToken(request: FastifyRequest): string | undefined {
@@ -52,6 +57,10 @@ export function bearerToken(request: FastifyRequest): string | undefined {
 
 /** Whether the caller holds the admin role (the legacy admin token does). */
 export const isAdmin = (caller: Caller): boolean => caller.roles.includes('admin');
+
+/** Whether the caller holds at least one of `roles`. */
+export const hasAnyRole = (caller: Caller | null, roles: readonly AppRole[]): boolean =>
+  caller !== null && caller.roles.some((role) => roles.includes(role));
 
 /** Guard for routes open to any authenticated caller (a user session or the legacy admin token); 401 otherwise. */
 export function requireCaller(app: FastifyInstance) {
@@ -66,9 +75,17 @@ export function callerOf(request: FastifyRequest): Caller {
   return request.caller;
 }
 
+/** Elevated (there is no caller yet): is the session open (or `known` so), and which roles does its user hold? */
+function selectSessionStateElevated(sql: ElevatedSql, userId: string, sessionId: string, known: boolean) {
+  return sql<{ active: boolean; roles: AppRole[] }[]>`
+    select
+      ${known}::boolean or public.session_is_open(${userId}::uuid, ${sessionId}::uuid) as active,
+      coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`;
+}
+
 export interface AuthPluginOptions {
   config: Config;
-  /** How long a session found alive is trusted before asking the database again. */
+  /** How long (positive, in ms) a session found alive is trusted before asking the database again. */
   sessionCacheMs?: number;
   /** Most sessions remembered as alive at once. */
   sessionCacheMax?: number;
@@ -81,8 +98,9 @@ export default fp<AuthPluginOptions>(
       supabaseUrl: config.SUPABASE_URL,
       adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
-    // Bounded: a flood of distinct valid sessions cannot grow it without end.
-    const seenAlive = new ExpiringKeys(sessionCacheMax);
+    // Sessions seen open, each trusted for sessionCacheMs. Bounded: a flood of
+    // distinct valid sessions cannot grow it without end (the oldest go first).
+    const seenAlive = new LRUCache<string, true>({ max: sessionCacheMax, ttl: sessionCacheMs });
 
     app.decorateRequest('caller', null);
     app.decorate('forgetSession', (sessionId: string) => seenAlive.delete(sessionId));
@@ -90,11 +108,8 @@ export default fp<AuthPluginOptions>(
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
     async function sessionState(userId: string, sessionId: string) {
       const cached = seenAlive.has(sessionId);
-      const [row] = await app.db.bounded(app.db.sql<{ active: boolean; roles: AppRole[] }[]>`
-        select
-          ${cached}::boolean or public.session_is_open(${userId}::uuid, ${sessionId}::uuid) as active,
-          coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`);
-      if (row.active && !cached) seenAlive.add(sessionId, sessionCacheMs);
+      const [row] = await app.db.bounded(selectSessionStateElevated(app.db.sql, userId, sessionId, cached));
+      if (row.active && !cached) seenAlive.set(sessionId, true);
       return row;
     }
 
@@ -144,7 +159,7 @@ export default fp<AuthPluginOptions>(
       if (caller.kind !== 'user') throw unauthorized();
     });
 
-    app.decorate('requireRole', (...roles: AppRole[]) =>
+    app.decorate('requireRole', (...roles: readonly AppRole[]) =>
       async function requireRole(request: FastifyRequest) {
         const caller = await authenticate(request);
         if (caller.kind === 'legacy-admin') {

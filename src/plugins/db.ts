@@ -3,23 +3,28 @@ import fp from 'fastify-plugin';
 import postgres from 'postgres';
 import { ConfigError, type Config } from '../config.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
+import { ownerOrSuperuserLogin } from './db-login.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
-// under the caller's database role with its JWT claims set, so row-level
-// security decides what they see; `sql` itself runs with the connection's own
-// (elevated) rights and is only used by service operations that say so.
-
-export type Sql = postgres.Sql;
+// under the caller's database actor (its role and JWT claims), so row-level
+// security decides what they see. The one elevated path is `sql`, the
+// connection's own rights: only query functions named `...Elevated` take it,
+// and on a request's path they run through `bounded`.
 
 /** What `db.sql` runs as: Supabase's service role (bypasses RLS, owns nothing, no DDL). */
 export const ELEVATED_ROLE = 'service_role';
+/** `db.sql`, the pool's own connections: above any caller's rights. */
+export type ElevatedSql = postgres.Sql;
 export type Tx = postgres.TransactionSql;
 
-/** Whom a query acts for: the API roles Supabase defines. */
+/** What a transaction runs as: one of the API roles Supabase defines (plugins/auth.ts maps a Caller to one). */
 export type DbActor =
   | { role: 'anon' }
   | { role: 'authenticated'; claims: Record<string, unknown> }
   | { role: 'service_role' };
+
+/** The actor of a caller whose rights are the service role's (the legacy admin token, a checked API key). */
+export const ELEVATED_ACTOR: DbActor = { role: ELEVATED_ROLE };
 
 /** A request waited longer than the acquire deadline for a connection. */
 export class AcquireTimeoutError extends Error {
@@ -27,8 +32,8 @@ export class AcquireTimeoutError extends Error {
 }
 
 export interface Database {
-  /** Elevated: bypasses the caller's rights. Name the operation that uses it. */
-  sql: Sql;
+  /** Elevated: bypasses the caller's rights; only query functions named `...Elevated` take it. */
+  sql: ElevatedSql;
   /** Runs `work` in one transaction as `actor`, under row-level security. */
   asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
   /** An elevated query on a request's path, refused (and cancelled) when it has not answered by the acquire deadline. */
@@ -47,7 +52,8 @@ export interface DatabaseOptions {
   acquireTimeoutMs?: number;
 }
 
-export function createDatabase(url: string, options: DatabaseOptions = {}): Database {
+/** The pool, its caller path and its elevated path; connections open on first use. */
+export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
   const sql = postgres(url, {
@@ -132,29 +138,6 @@ export function createDatabase(url: string, options: DatabaseOptions = {}): Data
   return { sql, asActor, bounded, ping, close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }) };
 }
 
-/**
- * Why DATABASE_URL's login is too strong for the data path (a superuser, or
- * the owner of the schema), or undefined. A database that does not answer
- * within 2 s is not judged here: /health reports it.
- */
-async function ownerOrSuperuserLogin(db: Database): Promise<string | undefined> {
-  const facts = db.sql<{ login: string; superuser: boolean; owner: boolean }[]>`
-    select session_user as login,
-           coalesce((select rolsuper from pg_roles where rolname = session_user), false) as superuser,
-           pg_has_role(session_user, (select nspowner from pg_namespace where nspname = 'public'), 'MEMBER') as owner`;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 2_000)));
-  facts.catch(() => {});
-  const rows = await Promise.race([facts.catch(() => undefined), late]);
-  clearTimeout(timer);
-  const row = rows?.[0];
-  if (!row || (!row.superuser && !row.owner)) return undefined;
-  return (
-    `DATABASE_URL connects as ${row.login}, ${row.superuser ? 'a superuser' : 'the owner of the schema'}; ` +
-    'connect as a login role that can only switch to anon, authenticated and service_role (README, Least privilege)'
-  );
-}
-
 declare module 'fastify' {
   interface FastifyInstance {
     db: Database;
@@ -163,7 +146,7 @@ declare module 'fastify' {
 
 export default fp<{ config: Config }>(
   async function dbPlugin(app: FastifyInstance, { config }) {
-    const db = createDatabase(config.DATABASE_URL, {
+    const db = connectDatabase(config.DATABASE_URL, {
       max: config.DATABASE_POOL_MAX,
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Config } from '../../config.ts';
+import type { Database } from '../../plugins/db.ts';
 
 // Dependency checks for GET /api/admin/health and the /admin/status stream.
 // A dependency that is `down` makes the whole answer 503; `not_configured`
@@ -40,33 +41,47 @@ async function checkAuthServer(config: Config): Promise<HealthReport['auth']> {
   }
 }
 
-export async function checkHealth(app: FastifyInstance, config: Config, version: string): Promise<HealthReport> {
-  const [database, auth, outbox] = await Promise.all([
-    app.db.ping(PROBE_TIMEOUT_MS).then(
-      (ms) => ({ status: 'up' as const, latencyMs: round(ms) }),
-      () => ({ status: 'down' as const, latencyMs: null }),
-    ),
-    checkAuthServer(config),
-    app.feedbackOutbox.backlog().catch(() => undefined),
-  ]);
-  const { provider } = app.feedbackOutbox;
-  const emailStatus = outbox === undefined ? 'unknown' : !provider ? 'not_configured' : outbox.failing > 0 ? 'failing' : 'up';
-  return {
-    status: database.status === 'down' || auth.status === 'down' ? 'error' : 'ok',
-    timestamp: new Date().toISOString(),
-    uptime: Math.round((Date.now() - app.metrics.startedAt.getTime()) / 100) / 10,
-    version,
-    database,
-    auth,
-    email: { status: emailStatus, provider, pendingOutbox: outbox?.owed ?? null },
-  };
+export interface HealthServiceDeps {
+  db: Database;
+  config: Config;
+  version: string;
+  /** When the app started, for the uptime. */
+  startedAt: Date;
+  /** The notification outbox (feedback/outbox), asked for its backlog and mail provider. */
+  outbox: Pick<FastifyInstance['feedbackOutbox'], 'backlog' | 'provider'>;
 }
 
-/** The last report for up to `maxAgeMs`, so a dashboard refreshing every second does not probe every second. */
-export function cachedHealth(check: () => Promise<HealthReport>, maxAgeMs = 5_000) {
-  let last: { at: number; report: Promise<HealthReport> } | undefined;
-  return () => {
-    if (!last || Date.now() - last.at > maxAgeMs) last = { at: Date.now(), report: check() };
-    return last.report;
-  };
+export function createHealthService({ db, config, version, startedAt, outbox }: HealthServiceDeps) {
+  async function checkHealth(): Promise<HealthReport> {
+    const [database, auth, backlog] = await Promise.all([
+      db.ping(PROBE_TIMEOUT_MS).then(
+        (ms) => ({ status: 'up' as const, latencyMs: round(ms) }),
+        () => ({ status: 'down' as const, latencyMs: null }),
+      ),
+      checkAuthServer(config),
+      outbox.backlog().catch(() => undefined),
+    ]);
+    const { provider } = outbox;
+    const emailStatus = backlog === undefined ? 'unknown' : !provider ? 'not_configured' : backlog.failing > 0 ? 'failing' : 'up';
+    return {
+      status: database.status === 'down' || auth.status === 'down' ? 'error' : 'ok',
+      timestamp: new Date().toISOString(),
+      uptime: Math.round((Date.now() - startedAt.getTime()) / 100) / 10,
+      version,
+      database,
+      auth,
+      email: { status: emailStatus, provider, pendingOutbox: backlog?.owed ?? null },
+    };
+  }
+
+  /** The last report for up to `maxAgeMs`, so a dashboard refreshing every second does not probe every second. */
+  function cachedHealthCheck(maxAgeMs = 5_000) {
+    let last: { at: number; report: Promise<HealthReport> } | undefined;
+    return () => {
+      if (!last || Date.now() - last.at > maxAgeMs) last = { at: Date.now(), report: checkHealth() };
+      return last.report;
+    };
+  }
+
+  return { checkHealth, cachedHealthCheck };
 }

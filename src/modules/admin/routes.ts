@@ -1,33 +1,22 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
-import { actorFor, callerOf } from '../../plugins/auth.ts';
-import { usersService } from '../users/service.ts';
-import { ListUsersQuerySchema } from '../users/schemas.ts';
-import { checkHealth } from './health.ts';
-import { insertClientLogEntry, listLogEntries } from './logs-queries.ts';
-import {
-  CreatedLogResponseSchema,
-  CreateLogBodySchema,
-  HealthFailureSchema,
-  HealthResponseSchema,
-  ListLogsQuerySchema,
-  LogsResponseSchema,
-  MetricsResponseSchema,
-  UsersResponseSchema,
-} from './schemas.ts';
+import { createHealthService } from './health.ts';
+import { HealthFailureSchema, HealthResponseSchema, MetricsResponseSchema } from './schemas.ts';
 
-// /api/admin: admin role or the legacy admin token on every route.
+// /api/admin: admin role or the legacy admin token on every route. Stored
+// logs (/api/admin/logs) and the user list (/api/admin/users) belong to the
+// logs and users modules; app.ts mounts them under this prefix.
 const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = async (app, { config, version }) => {
   app.addHook('onRequest', app.requireRole('admin'));
-  const users = usersService(app);
+  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox });
   const security = [{ bearer: [] }];
   const tags = ['admin'];
 
   app.get(
     '/health',
     { schema: { tags, security, summary: 'System, database, auth and e-mail status', response: { 200: HealthResponseSchema, 503: HealthFailureSchema } } },
-    async (request, reply) => {
-      const report = await checkHealth(app, config, version);
+    async function reportHealth(request, reply) {
+      const report = await health.checkHealth();
       if (report.status === 'ok') return { success: true as const, data: report };
       request.log.error({ database: report.database, auth: report.auth }, 'admin health: a dependency is down');
       return reply.status(503).send({ success: false as const, error: 'Service unavailable', statusCode: 503 as const, data: report });
@@ -37,35 +26,8 @@ const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = 
   app.get(
     '/metrics',
     { schema: { tags, security, summary: 'Request and process metrics since start', response: { 200: MetricsResponseSchema } } },
-    async () => ({ success: true as const, data: await app.metrics.snapshot() }),
-  );
-
-  app.get(
-    '/logs',
-    { schema: { tags, security, summary: 'Stored log entries, newest first', querystring: ListLogsQuerySchema, response: { 200: LogsResponseSchema } } },
-    async (request) => {
-      const { entries, total } = await app.db.asActor(actorFor(request.caller), (tx) => listLogEntries(tx, request.query));
-      return { success: true as const, data: entries, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
-    },
-  );
-
-  app.post(
-    '/logs',
-    { schema: { tags, security, summary: 'Store a client-side log entry', body: CreateLogBodySchema, response: { 201: CreatedLogResponseSchema } } },
-    async (request, reply) => {
-      const caller = callerOf(request);
-      const userId = caller.kind === 'user' ? caller.userId : null;
-      const data = await app.db.asActor(actorFor(caller), (tx) => insertClientLogEntry(tx, request.body, { userId, requestId: request.id }));
-      return reply.status(201).send({ success: true as const, message: 'Log entry stored', data });
-    },
-  );
-
-  app.get(
-    '/users',
-    { schema: { tags, security, summary: 'Profiles with their roles', querystring: ListUsersQuerySchema, response: { 200: UsersResponseSchema } } },
-    async (request) => {
-      const { users: data, total } = await users.listUsersWithRoles(callerOf(request), request.query);
-      return { success: true as const, data, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
+    async function reportMetrics() {
+      return { success: true as const, data: await app.metrics.snapshot() };
     },
   );
 };

@@ -1,42 +1,8 @@
 import { z } from 'zod';
-import { limitSchema, OffsetSchema, PaginationSchema } from '../../lib/schemas.ts';
-import { LOG_LEVELS } from '../../logger.ts';
 import { MetricsSnapshotSchema } from '../../plugins/metrics-snapshot.ts';
-import { UserSchema } from '../users/schemas.ts';
 import { HealthReportSchema } from './health.ts';
 
-// Shapes of /api/admin.
-
-const LEVELS = Object.keys(LOG_LEVELS) as [keyof typeof LOG_LEVELS, ...(keyof typeof LOG_LEVELS)[]];
-export const LogLevelSchema = z.enum(LEVELS, { error: `Level must be one of: ${LEVELS.join(', ')}` });
-
-export const LogEntrySchema = z.object({
-  id: z.string(),
-  level: LogLevelSchema,
-  message: z.string(),
-  context: z.record(z.string(), z.unknown()),
-  source: z.enum(['server', 'client']),
-  requestId: z.string().nullable(),
-  userId: z.uuid().nullable(),
-  createdAt: z.iso.datetime(),
-});
-
-export const ListLogsQuerySchema = z.object({
-  level: LogLevelSchema.optional(),
-  source: z.enum(['server', 'client']).optional(),
-  since: z.iso.datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' }).optional(),
-  limit: limitSchema(500, 50),
-  offset: OffsetSchema,
-});
-
-export const CreateLogBodySchema = z.object({
-  level: LogLevelSchema,
-  message: z.string({ error: 'Message is required' }).trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
-  context: z
-    .record(z.string(), z.unknown(), { error: 'Context must be an object' })
-    .refine((value) => JSON.stringify(value).length <= 16_000, { error: 'Context must be at most 16000 characters as JSON' })
-    .optional(),
-});
+// Shapes of /api/admin (health and metrics; logs and users have modules of their own).
 
 export const HealthResponseSchema = z.object({ success: z.literal(true), data: HealthReportSchema });
 export const HealthFailureSchema = z.object({
@@ -46,14 +12,3 @@ export const HealthFailureSchema = z.object({
   data: HealthReportSchema,
 });
 export const MetricsResponseSchema = z.object({ success: z.literal(true), data: MetricsSnapshotSchema });
-export const LogsResponseSchema = z.object({ success: z.literal(true), data: z.array(LogEntrySchema), pagination: PaginationSchema });
-export const CreatedLogResponseSchema = z.object({
-  success: z.literal(true),
-  message: z.string(),
-  data: z.object({ id: z.string(), createdAt: z.iso.datetime() }),
-});
-export const UsersResponseSchema = z.object({ success: z.literal(true), data: z.array(UserSchema), pagination: PaginationSchema });
-
-export type LogEntry = z.infer<typeof LogEntrySchema>;
-export type ListLogsQuery = z.infer<typeof ListLogsQuerySchema>;
-export type CreateLogBody = z.infer<typeof CreateLogBodySchema>;

@@ -1,21 +1,22 @@
-import { actorFor, type Caller } from '../../plugins/auth.ts';
-import type { DbActor } from '../../plugins/db.ts';
-import { canViewWebsites } from '../websites/permissions.ts';
+import { WEBSITE_READERS } from '../../lib/roles.ts';
+import { type Caller, dbActorOf, hasAnyRole } from '../../plugins/auth.ts';
+import { type DbActor, ELEVATED_ACTOR } from '../../plugins/db.ts';
 
 // Who reads a website's analytics: viewers, editors and admins, for every
 // website; or the website's own API key (X-API-Key), for that website only.
 
-export type AnalyticsReader = { kind: 'api-key'; websiteId: string } | { kind: 'caller'; caller: Caller };
+/** Who called an analytics read route: a signed-in caller, or a website's API key. */
+export type AnalyticsCaller = Caller | { kind: 'api-key'; websiteId: string };
 
-export function canViewWebsiteAnalytics(reader: AnalyticsReader, websiteId: string): boolean {
-  if (reader.kind === 'api-key') return reader.websiteId === websiteId;
-  return canViewWebsites(reader.caller);
+export function canViewWebsiteAnalytics(caller: AnalyticsCaller, websiteId: string): boolean {
+  if (caller.kind === 'api-key') return caller.websiteId === websiteId;
+  return hasAnyRole(caller, WEBSITE_READERS);
 }
 
 /**
  * Role holders read under row-level security. A key has no database user:
  * having checked that it belongs to the website, its reads are elevated.
  */
-export function readerActor(reader: AnalyticsReader): DbActor {
-  return reader.kind === 'api-key' ? { role: 'service_role' } : actorFor(reader.caller);
+export function analyticsDbActorOf(caller: AnalyticsCaller): DbActor {
+  return caller.kind === 'api-key' ? ELEVATED_ACTOR : dbActorOf(caller);
 }

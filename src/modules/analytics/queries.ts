@@ -1,4 +1,4 @@
-import type { Sql, Tx } from '../../plugins/db.ts';
+import type { ElevatedSql, Tx } from '../../plugins/db.ts';
 import type { DayRange } from './schemas.ts';
 
 // One query per function, named after what it returns. Reads come from the
@@ -33,7 +33,7 @@ export interface EventRow {
  * trigger runs in the same statement. Rows for websites that do not exist
  * are skipped, and the ids returned are the ones stored.
  */
-export async function insertEventBatchElevated(sql: Sql, rows: EventRow[]): Promise<Set<string>> {
+export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[]): Promise<Set<string>> {
   const stored = await sql<{ id: string }[]>`
     insert into public.analytics_events
       (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
@@ -48,11 +48,6 @@ export async function insertEventBatchElevated(sql: Sql, rows: EventRow[]): Prom
      where exists (select 1 from public.websites w where w.id = e."websiteId")
     returning id`;
   return new Set(stored.map((row) => row.id));
-}
-
-export async function websiteExists(tx: Tx, websiteId: string): Promise<boolean> {
-  const rows = await tx`select 1 from public.websites where id = ${websiteId}`;
-  return rows.length > 0;
 }
 
 export interface DailyTotals {

@@ -1,19 +1,19 @@
-import { randomBytes } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
-import { unauthorized } from '../../lib/errors.ts';
+import { csvStream, sendCsv } from '../../lib/csv.ts';
+import { callerOf } from '../../plugins/auth.ts';
 import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
-import { WEBSITE_READERS } from '../websites/permissions.ts';
-import { createWebsitesService } from '../websites/service.ts';
 import analyticsBatcherPlugin from './batcher.ts';
-import analyticsRetentionPlugin from './retention/worker.ts';
 import { createCountryLookup } from './geo.ts';
-import type { AnalyticsReader } from './permissions.ts';
+import { analyticsCallerGuard, analyticsCallerOf } from './guard.ts';
+import { createIngestService } from './ingest-service.ts';
+import analyticsRetentionPlugin from './retention/worker.ts';
 import {
   CsvResponseSchema,
   DailySeriesResponseSchema,
+  type DayRange,
   DateRangeQuerySchema,
   IgnoredEventResponseSchema,
   LiveQuerySchema,
@@ -25,26 +25,15 @@ import {
   WebsiteSummaryParamsSchema,
   WebsiteSummaryQuerySchema,
 } from './schemas.ts';
-import { createIngestService, createLiveService, createSummaryService, DAILY_SERIES_CSV_COLUMNS } from './service.ts';
-import { csvStream, sendCsv } from '../../lib/csv.ts';
+import { createAnalyticsService, DAILY_SERIES_CSV_COLUMNS } from './service.ts';
 
-// Analytics routes (SPEC section 4, issue 5), under /api/analytics. Ingestion is public and answers
-// after commit (group commit, batcher.ts); queries need a viewer, editor or
-// admin, or the website's own API key in X-API-Key.
+// /api/analytics (SPEC section 4). Ingestion is public and answers after
+// commit (group commit, batcher.ts); reads need a viewer, editor or admin, or
+// the website's own API key in X-API-Key.
 
 const INGEST_BODY_LIMIT = 16 * 1024;
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    analyticsReader: AnalyticsReader | null;
-  }
-}
-
 const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
-  // Production refuses to start without the secret (config-production.ts); in
-  // development and tests visitor ids hold for this process only.
-  const saltSecret = config.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex');
-
   // Trackers on other origins send events with navigator.sendBeacon (or a
   // no-cors fetch): a text/plain body is a CORS "simple request", so the
   // event arrives without a preflight and the API keeps its one-origin CORS.
@@ -56,34 +45,18 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   await app.register(analyticsRetentionPlugin, { config });
   const ingest = createIngestService({
     batcher: app.analyticsBatcher,
-    saltSecret,
+    saltSecret: config.ANALYTICS_SALT_SECRET,
     countryOf: createCountryLookup(config.ANALYTICS_COUNTRY_DB),
   });
-  const summaries = createSummaryService({ db: app.db });
-  const live = createLiveService({ db: app.db });
-  const websites = createWebsitesService({ db: app.db });
-  const requireReaderRole = app.requireRole(...WEBSITE_READERS);
+  const analytics = createAnalyticsService({ db: app.db });
+  const identifyAnalyticsCaller = analyticsCallerGuard(app, analytics.websiteIdOfApiKeyElevated);
   const requireAdmin = app.requireRole('admin');
 
-  app.decorateRequest('analyticsReader', null);
-
-  /** X-API-Key when given (must be a website's key), otherwise a Bearer token with a reader role. */
-  async function identifyReader(request: FastifyRequest, reply: FastifyReply) {
-    const apiKey = request.headers['x-api-key'];
-    if (apiKey !== undefined) {
-      const website = typeof apiKey === 'string' ? await websites.findByApiKeyElevated(apiKey) : undefined;
-      if (!website) throw unauthorized();
-      request.analyticsReader = { kind: 'api-key', websiteId: website.id };
-      return;
-    }
-    await requireReaderRole.call(app, request, reply, () => {});
-    if (request.caller) request.analyticsReader = { kind: 'caller', caller: request.caller };
+  /** The one summary answer; its two routes differ only in where the website id is written. */
+  async function summarize(request: FastifyRequest, { websiteId, startDate, endDate }: DayRange) {
+    const summary = await analytics.summary(analyticsCallerOf(request), { websiteId, startDate, endDate });
+    return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
   }
-
-  const readerOf = (request: FastifyRequest): AnalyticsReader => {
-    if (!request.analyticsReader) throw unauthorized();
-    return request.analyticsReader;
-  };
 
   const tags = ['analytics'];
   const security: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
@@ -106,7 +79,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
         response: { 201: RecordedEventResponseSchema, 202: IgnoredEventResponseSchema },
       },
     },
-    async (request, reply) => {
+    async function recordEvent(request, reply) {
       const result = await ingest.record(request.body, { ip: request.ip });
       if (result.kind === 'bot') return reply.status(202).send({ success: true as const });
       return reply
@@ -118,20 +91,18 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.get(
     '/',
     {
-      onRequest: identifyReader,
+      onRequest: identifyAnalyticsCaller,
       schema: { tags, security, summary: 'Summary of a website over whole UTC days', querystring: SummaryQuerySchema, response: { 200: SummaryResponseSchema } },
     },
-    async (request) => {
-      const { websiteId, startDate, endDate } = request.query;
-      const summary = await summaries.summary(readerOf(request), { websiteId, startDate, endDate });
-      return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
+    async function summaryByQuery(request) {
+      return summarize(request, request.query);
     },
   );
 
   app.get(
     '/website/:websiteId',
     {
-      onRequest: identifyReader,
+      onRequest: identifyAnalyticsCaller,
       schema: {
         tags,
         security,
@@ -141,18 +112,15 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
         response: { 200: SummaryResponseSchema },
       },
     },
-    async (request) => {
-      const { websiteId } = request.params;
-      const { startDate, endDate } = request.query;
-      const summary = await summaries.summary(readerOf(request), { websiteId, startDate, endDate });
-      return { success: true as const, data: { websiteId, startDate, endDate, ...summary } };
+    async function summaryByPath(request) {
+      return summarize(request, { ...request.query, websiteId: request.params.websiteId });
     },
   );
 
   app.get(
     '/realtime',
     {
-      onRequest: identifyReader,
+      onRequest: identifyAnalyticsCaller,
       schema: {
         tags,
         security,
@@ -161,18 +129,20 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
         response: { 200: LiveVisitorsResponseSchema },
       },
     },
-    async (request) => ({ success: true as const, data: await live.activeVisitors(readerOf(request), request.query.websiteId) }),
+    async function activeVisitors(request) {
+      return { success: true as const, data: await analytics.activeVisitors(analyticsCallerOf(request), request.query.websiteId) };
+    },
   );
 
   app.get(
     '/date-range',
     {
-      onRequest: identifyReader,
+      onRequest: identifyAnalyticsCaller,
       schema: { tags, security, summary: 'Daily page views, visitors and sessions, zero days included', querystring: DateRangeQuerySchema, response: { 200: DailySeriesResponseSchema } },
     },
-    async (request) => {
+    async function dailySeries(request) {
       const { websiteId, startDate, endDate } = request.query;
-      const series = await summaries.dailySeries(readerOf(request), { websiteId, startDate, endDate });
+      const series = await analytics.dailySeries(analyticsCallerOf(request), { websiteId, startDate, endDate });
       return { success: true as const, data: { websiteId, ...series } };
     },
   );
@@ -190,14 +160,13 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
         response: { 200: CsvResponseSchema },
       },
     },
-    async (request, reply) => {
-      if (!request.caller) throw unauthorized();
-      const reader: AnalyticsReader = { kind: 'caller', caller: request.caller };
+    async function exportDailySeries(request, reply) {
+      const caller = callerOf(request);
       const range = request.query;
-      await summaries.checkReadable(reader, range);
+      await analytics.checkReadable(caller, range);
       const body = csvStream(
         [...DAILY_SERIES_CSV_COLUMNS],
-        (sink) => summaries.exportDailySeries(reader, range, sink),
+        (sink) => analytics.exportDailySeries(caller, range, sink),
         (error) => request.log.error({ err: error }, 'daily series export failed after it started'),
       );
       return sendCsv(reply, `analytics-${range.websiteId}-${range.startDate}-${range.endDate}.csv`, body);

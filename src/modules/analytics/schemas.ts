@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import { boundedJsonObject, isStorableText } from '../websites/schemas.ts';
+import { boundedJsonObject, isStorableText, requiredString } from '../../lib/schemas.ts';
 import { addDays, daysInRange, isCalendarDay, utcDay } from './dates.ts';
 
-// Request and response shapes of the analytics routes (SPEC sections 2 and 4,
-// issue 5). Every input is bounded; dates are whole UTC days.
+// Request and response shapes of the analytics routes (SPEC sections 2 and 4).
+// Every input is bounded; dates are whole UTC days.
 
 export const EVENT_TYPES = ['page_view', 'click', 'form_submit', 'custom'] as const;
 export const METADATA_MAX_BYTES = 4096;
@@ -11,8 +11,7 @@ export const MAX_RANGE_DAYS = 366;
 export const DEFAULT_RANGE_DAYS = 30;
 
 const text = (label: string, max: number) =>
-  z
-    .string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) })
+  requiredString(label)
     .min(1, `${label} is required`)
     .max(max, `${label} must be at most ${max} characters`)
     .refine(isStorableText, `${label} must not contain NUL characters or unpaired surrogates`);
@@ -70,16 +69,6 @@ export const SummaryQuerySchema = z
   .transform(resolveRange)
   .superRefine(checkRange);
 export const DateRangeQuerySchema = SummaryQuerySchema;
-export const RealtimeQuerySchema = z.object({ websiteId });
-export const RealtimeResponseSchema = z.object({
-  success: z.literal(true),
-  data: z.object({
-    websiteId: z.uuid(),
-    windowMinutes: z.number().int().describe('the window counted back from now'),
-    activeVisitors: z.number().int().describe('distinct visitors with an event in the window'),
-    pageViews: z.number().int().describe('page views in the window'),
-  }),
-});
 export const WebsiteSummaryParamsSchema = z.object({ websiteId });
 export const WebsiteSummaryQuerySchema = z
   .object({ startDate: day('Start date'), endDate: day('End date') })

@@ -32,7 +32,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   app.post(
     '/signup',
     { ...inRateLimitGroup(app, 'auth'), schema: { tags, body: SignUpBodySchema, response: { 201: SignUpResponseSchema } } },
-    async (request, reply) => {
+    async function signUp(request, reply) {
       const data = await auth.signUp(request.ip, request.body);
       return reply.status(201).send({ success: true, message: 'User registered successfully', data });
     },
@@ -41,7 +41,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   app.post(
     '/signin',
     { ...inRateLimitGroup(app, 'auth'), schema: { tags, body: SignInBodySchema, response: { 200: SignInResponseSchema } } },
-    async (request) => {
+    async function signIn(request) {
       const { email, password } = request.body;
       if (!email || !password) throw badRequest('Email and password are required');
       const data = await auth.signIn(request.ip, email, password);
@@ -49,12 +49,12 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     },
   );
 
-  app.post('/refresh', { schema: { tags, body: RefreshBodySchema, response: { 200: RefreshResponseSchema } } }, async (request) => {
+  app.post('/refresh', { schema: { tags, body: RefreshBodySchema, response: { 200: RefreshResponseSchema } } }, async function refreshSession(request) {
     const session = await auth.refresh(request.ip, request.body.refreshToken);
     return { success: true as const, message: 'Session refreshed', data: { session } };
   });
 
-  app.post('/signout', { schema: { tags, security: [{ bearer: [] }], response: { 200: MessageResponseSchema } } }, async (request) => {
+  app.post('/signout', { schema: { tags, security: [{ bearer: [] }], response: { 200: MessageResponseSchema } } }, async function signOut(request) {
     let caller;
     try {
       caller = await app.authenticate(request);
@@ -70,7 +70,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   app.post(
     '/reset-password',
     { ...inRateLimitGroup(app, 'passwordReset'), schema: { tags, body: ResetPasswordBodySchema, response: { 200: MessageResponseSchema } } },
-    async (request) => {
+    async function requestPasswordReset(request) {
       const email = request.body.email?.trim().toLowerCase();
       if (!email) throw badRequest('Email is required');
       if (!SignUpBodySchema.shape.email.safeParse(email).success) {
@@ -84,7 +84,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   app.post(
     '/update-password',
     { schema: { tags, body: UpdatePasswordBodySchema, response: { 200: MessageResponseSchema } } },
-    async (request) => {
+    async function updatePassword(request) {
       const { token, newPassword } = request.body;
       if (!newPassword || newPassword.length < 6) {
         throw badRequest('Password must be at least 6 characters', { newPassword: ['Password must be at least 6 characters'] });
@@ -98,7 +98,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   app.get(
     '/me',
     { onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], response: { 200: MeResponseSchema } } },
-    async (request) => {
+    async function getMe(request) {
       const caller = request.caller;
       if (caller?.kind !== 'user') throw unauthorized();
       return { success: true as const, data: await auth.me(caller) };
@@ -108,7 +108,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   app.post(
     '/link',
     { onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], body: LinkBodySchema, response: { 200: MessageResponseSchema } } },
-    async (request) => {
+    async function linkIdentity(request) {
       await auth.linkIdentity(request.ip, bearerToken(request) ?? '', request.body.provider, request.body.token);
       return { success: true as const, message: 'Identity linked successfully' };
     },

@@ -1,11 +1,9 @@
-import type { Session as SupabaseSession, User as SupabaseUser } from '@supabase/supabase-js';
-import { decodeJwt } from 'jose';
 import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
-import type { Caller } from '../../plugins/auth.ts';
+import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { actorFor } from '../../plugins/auth.ts';
 import { authUnavailable, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
-import type { Session } from './schemas.ts';
+import { getProfile, selectProfileByEmailElevated } from './queries.ts';
+import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
 // Accounts are Supabase Auth's: every operation here is delegated to it
 // through supabase-js; we only shape the answers the SPEC asks for and read
@@ -20,42 +18,6 @@ export interface AuthServiceDeps {
   resetRedirectUrl: string;
   linkProviders: readonly string[];
   forgetSession(sessionId: string): void;
-}
-
-/**
- * The access token's lifetime, from its own claims. supabase-js derives
- * `expires_in` from `expires_at` and the clock, so a refresh that crosses a
- * second boundary reports 3599; the SPEC's figure is the lifetime (3600).
- */
-function lifetimeSeconds(session: SupabaseSession): number {
-  try {
-    const { exp, iat } = decodeJwt(session.access_token);
-    if (typeof exp === 'number' && typeof iat === 'number' && exp > iat) return exp - iat;
-  } catch {
-    // Not a JWT we can read: keep the client's figure.
-  }
-  return session.expires_in;
-}
-
-function toSession(session: SupabaseSession): Session {
-  return {
-    accessToken: session.access_token,
-    refreshToken: session.refresh_token,
-    expiresIn: lifetimeSeconds(session),
-    tokenType: session.token_type,
-  };
-}
-
-/** The auth server writes microseconds or nanoseconds; the SPEC's timestamps have milliseconds. */
-function isoTimestamp(value: string | null | undefined): string | null {
-  if (!value) return null;
-  const time = new Date(value);
-  return Number.isNaN(time.getTime()) ? null : time.toISOString();
-}
-
-function displayName(user: SupabaseUser): string {
-  const name = user.user_metadata?.name;
-  return typeof name === 'string' && name.trim() ? name.trim() : (user.email ?? '').split('@')[0];
 }
 
 /** Turns an auth server failure into our error: 503 when it is down, else `fallback`. */
@@ -127,8 +89,7 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     async requestPasswordReset(ip: string, email: string) {
-      // A named elevated read: the caller is anonymous and profiles are private.
-      const [known] = await db.sql`select 1 from public.profiles where lower(email) = lower(${email}) limit 1`;
+      const [known] = await db.bounded(selectProfileByEmailElevated(db.sql, email));
       if (!known) throw notFound('No user found with this email');
       const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
       if (error) fail(error, new AppError(500, 'Failed to send password reset e-mail'));
@@ -152,11 +113,7 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     async me(caller: Extract<Caller, { kind: 'user' }>) {
-      const [profile] = await db.asActor(
-        actorFor(caller),
-        (tx) => tx<{ id: string; email: string; name: string; created_at: Date; last_login: Date | null }[]>`
-          select id, email, name, created_at, last_login from public.profiles where id = ${caller.userId}`,
-      );
+      const profile = await db.asActor(dbActorOf(caller), (tx) => getProfile(tx, caller.userId));
       if (!profile) throw notFound('Profile not found');
       return {
         id: profile.id,

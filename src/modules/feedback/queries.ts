@@ -121,13 +121,13 @@ export interface TriageChange {
   adminNotes?: string;
   resolvedBy?: string;
   /** Who resolves when the change resolves without naming anyone. */
-  actingAdmin: string;
+  resolvedByDefault: string;
 }
 
 /**
  * Applies an admin's triage change. Resolving sets resolved_at (kept when
- * already resolved) and resolved_by (given, else kept, else the acting
- * admin); back to pending clears both; archiving keeps them. Undefined when
+ * already resolved) and resolved_by (given, else kept, else
+ * `resolvedByDefault`); back to pending clears both; archiving keeps them. Undefined when
  * no row with that id is visible.
  */
 export async function updateFeedbackTriage(
@@ -146,7 +146,7 @@ export async function updateFeedbackTriage(
         when 'pending' then null
         else resolved_at end,
       resolved_by = case ${status}::public.feedback_status
-        when 'resolved' then coalesce(${resolvedBy}, case when status = 'resolved' then resolved_by end, ${change.actingAdmin})
+        when 'resolved' then coalesce(${resolvedBy}, case when status = 'resolved' then resolved_by end, ${change.resolvedByDefault})
         when 'pending' then null
         else coalesce(${resolvedBy}, resolved_by) end
      where id = ${id}

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
-import { actorFor } from '../../plugins/auth.ts';
+import { callerOf } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { createCaptchaVerifier } from './captcha.ts';
 import {
@@ -42,8 +42,8 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     },
   };
   for (const url of ['/api/feedback', '/api/feedback/submit-feedback']) {
-    app.post(url, submit, async (request, reply) => {
-      const data = await feedback.submit(request.body, request.ip);
+    app.post(url, submit, async function submitFeedback(request, reply) {
+      const data = await feedback.submitFeedback(request.body, request.ip);
       return reply.status(201).send({ success: true as const, message: 'Feedback submitted successfully', data });
     });
   }
@@ -59,8 +59,8 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     },
   };
   for (const url of ['/api/feedback/get-feedback', '/api/get-feedback']) {
-    app.get(url, list, async (request) => {
-      const { data, total } = await feedback.list(actorFor(request.caller), request.query);
+    app.get(url, list, async function listFeedback(request) {
+      const { data, total } = await feedback.listFeedback(callerOf(request), request.query);
       return { success: true as const, data, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
     });
   }
@@ -76,8 +76,8 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
         params: FeedbackIdParamsSchema,
       },
     },
-    async (request, reply) => {
-      const file = await feedback.screenshot(actorFor(request.caller), request.params.id);
+    async function sendScreenshot(request, reply) {
+      const file = await feedback.findScreenshot(callerOf(request), request.params.id);
       // Uploaded bytes: nothing in them may run, and a type we do not serve as an image is a download.
       reply
         .header('content-security-policy', "default-src 'none'; sandbox")
@@ -100,11 +100,11 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
         response: { 200: CsvResponseSchema },
       },
     },
-    async (request, reply) => {
-      const actor = actorFor(request.caller);
+    async function exportFeedback(request, reply) {
+      const caller = callerOf(request);
       const body = csvStream(
         FEEDBACK_CSV_COLUMNS.map(([name]) => name),
-        (sink) => feedback.export(actor, request.query, sink),
+        (sink) => feedback.exportFeedback(caller, request.query, sink),
         (error) => request.log.error({ err: error }, 'feedback export failed after it started'),
       );
       return sendCsv(reply, `feedback-${new Date().toISOString().slice(0, 10)}.csv`, body);
@@ -124,10 +124,8 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
         response: { 200: UpdateFeedbackResponseSchema },
       },
     },
-    async (request) => {
-      // requireRole has set the caller.
-      const actingAdmin = request.caller?.userId ?? 'admin';
-      const data = await feedback.update(actorFor(request.caller), request.params.id, request.body, actingAdmin);
+    async function triageFeedback(request) {
+      const data = await feedback.triageFeedback(callerOf(request), request.params.id, request.body);
       return { success: true as const, message: 'Feedback updated successfully', data };
     },
   );

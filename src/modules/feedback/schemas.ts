@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { limitSchema, OffsetSchema, PaginationSchema } from '../../lib/schemas.ts';
+import { limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
 import { SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
 
 // Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
@@ -12,7 +12,7 @@ export const FeedbackStatusSchema = z.enum(FEEDBACK_STATUSES, { error: `Status m
 
 /** A required string whose missing and wrong-type errors name the field. */
 const text = (label: string) =>
-  z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) }).trim();
+  requiredString(label).trim();
 
 /** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
 export const SubmitFeedbackBodySchema = z.object({

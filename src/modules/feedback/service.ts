@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import escapeHtml from 'escape-html';
 import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
-import type { Database, DbActor } from '../../plugins/db.ts';
+import { type Caller, dbActorOf } from '../../plugins/auth.ts';
+import type { Database } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
 import type { CsvSink } from '../../lib/csv.ts';
 import { countFeedback, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
@@ -9,10 +10,11 @@ import { screenshotFile } from './screenshot.ts';
 import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
 
 // Feedback operations. Submissions run as `anon` under row-level security;
-// admin operations run as their caller. All text is HTML-escaped with
+// admin operations run as their caller's database actor. All text is HTML-escaped with
 // escape-html before it is stored (SPEC section 2).
 
-const SUBMITTER: DbActor = { role: 'anon' };
+/** A submission has no caller: it runs as the public (anon). */
+const SUBMITTER = dbActorOf(null);
 const EXPORT_CURSOR_ROWS = 500;
 
 type ExportRow = Awaited<ReturnType<typeof selectFeedbackForExport>>[number];
@@ -51,7 +53,7 @@ export interface FeedbackServiceDeps {
 
 export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServiceDeps) {
   return {
-    async submit(body: SubmitFeedbackBody, remoteIp: string): Promise<{ id: string; status: 'pending' }> {
+    async submitFeedback(body: SubmitFeedbackBody, remoteIp: string): Promise<{ id: string; status: 'pending' }> {
       const verdict = await captcha.verify(body.captchaToken, remoteIp);
       if (verdict === 'failed') throw badRequest('Bot verification failed');
       if (verdict === 'unavailable') throw serviceUnavailable('Bot verification unavailable');
@@ -82,24 +84,24 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
       return { id, status: 'pending' };
     },
 
-    async list(actor: DbActor, query: ListFeedbackQuery): Promise<{ data: Feedback[]; total: number }> {
+    async listFeedback(caller: Caller, query: ListFeedbackQuery): Promise<{ data: Feedback[]; total: number }> {
       const filter = { status: query.status, websiteId: query.websiteId };
-      return db.asActor(actor, async (tx) => {
+      return db.asActor(dbActorOf(caller), async (tx) => {
         const [total, data] = await Promise.all([countFeedback(tx, filter), listFeedback(tx, filter, query)]);
         return { data, total };
       });
     },
 
     /** One screenshot as bytes to serve; 404 when the feedback is not visible or has none. */
-    async screenshot(actor: DbActor, id: string) {
-      const dataUrl = await db.asActor(actor, (tx) => feedbackScreenshot(tx, id));
+    async findScreenshot(caller: Caller, id: string) {
+      const dataUrl = await db.asActor(dbActorOf(caller), (tx) => feedbackScreenshot(tx, id));
       if (!dataUrl) throw notFound('Screenshot not found');
       return screenshotFile(dataUrl);
     },
 
     /** Writes every matching row into `sink`, read through a cursor in the caller's transaction. */
-    async export(actor: DbActor, filter: ExportFeedbackQuery, sink: CsvSink): Promise<void> {
-      await db.asActor(actor, async (tx) => {
+    async exportFeedback(caller: Caller, filter: ExportFeedbackQuery, sink: CsvSink): Promise<void> {
+      await db.asActor(dbActorOf(caller), async (tx) => {
         for await (const rows of selectFeedbackForExport(tx, filter).cursor(EXPORT_CURSOR_ROWS)) {
           for (const row of rows) {
             const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
@@ -109,14 +111,15 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
       });
     },
 
-    async update(actor: DbActor, id: string, body: UpdateFeedbackBody, actingAdmin: string) {
+    /** Resolving without naming anyone records the caller as the resolver. */
+    async triageFeedback(caller: Caller, id: string, body: UpdateFeedbackBody) {
       try {
-        const updated = await db.asActor(actor, (tx) =>
+        const updated = await db.asActor(dbActorOf(caller), (tx) =>
           updateFeedbackTriage(tx, id, {
             status: body.status,
             adminNotes: body.adminNotes === undefined ? undefined : escapeHtml(body.adminNotes),
             resolvedBy: escapeOptional(body.resolvedBy) ?? undefined,
-            actingAdmin: escapeHtml(actingAdmin),
+            resolvedByDefault: escapeHtml(caller.userId),
           }),
         );
         if (!updated) throw notFound('Feedback not found');

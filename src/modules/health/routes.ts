@@ -17,7 +17,7 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
       config: { rateLimit: false },
       schema: { tags: ['health'], summary: 'Service health', response: { 200: HealthSchema, 503: HealthSchema } },
     },
-    async (request, reply) => {
+    async function reportLiveness(request, reply) {
       const timestamp = new Date().toISOString();
       try {
         await app.db.ping();

@@ -1,4 +1,4 @@
-import type { AppRole } from '../../plugins/auth.ts';
+import type { AppRole } from '../../lib/roles.ts';
 import type { Tx } from '../../plugins/db.ts';
 
 // Queries on user_roles, in the caller's transaction under RLS. A trigger
@@ -16,15 +16,15 @@ export async function getUserRoles(tx: Tx, userId: string): Promise<AppRole[]> {
   return rows.map((row) => row.role);
 }
 
-/** Replaces the user's roles with `roles`; returns what was granted and revoked. */
+/** Replaces the user's roles with `roles`; returns what was granted and revoked. `changedBy` is the audit label. */
 export async function replaceUserRoles(
   tx: Tx,
   userId: string,
   roles: AppRole[],
-  actor: string,
+  changedBy: string,
 ): Promise<{ granted: AppRole[]; revoked: AppRole[] }> {
-  // Read by the role-change trigger when the caller has no auth.uid() of its own.
-  await tx`select set_config('app.actor', ${actor}, true)`;
+  // The role-change trigger records this label (the setting's name is the migration's).
+  await tx`select set_config('app.actor', ${changedBy}, true)`;
   const revoked = await tx<{ role: AppRole }[]>`
     delete from public.user_roles
      where user_id = ${userId} and role::text <> all(${roles}::text[])

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { callerOf, requireCaller } from '../../plugins/auth.ts';
 import { SetUserRolesBodySchema, UserRolesParamsSchema, UserRolesResponseSchema } from './schemas.ts';
-import { rolesService } from './service.ts';
+import { createRolesService } from './service.ts';
 
 // /api/userRoles: read a user's roles (self or admin), replace them (admin).
 const rolesRoutes: FastifyPluginAsyncZod = async (app) => {
-  const roles = rolesService(app);
+  const roles = createRolesService({ db: app.db });
   const security = [{ bearer: [] }];
   const tags = ['user roles'];
 
@@ -15,7 +15,9 @@ const rolesRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: requireCaller(app),
       schema: { tags, security, summary: "A user's roles (self or admin)", params: UserRolesParamsSchema, response: { 200: UserRolesResponseSchema } },
     },
-    async (request) => ({ success: true as const, data: await roles.getRoles(callerOf(request), request.params.userId) }),
+    async function getUserRoles(request) {
+      return { success: true as const, data: await roles.getRoles(callerOf(request), request.params.userId) };
+    },
   );
 
   app.post(
@@ -31,11 +33,10 @@ const rolesRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: UserRolesResponseSchema },
       },
     },
-    async (request) => ({
-      success: true as const,
-      message: 'Roles updated',
-      data: await roles.setRoles(callerOf(request), request.params.userId, request.body.roles, request.log),
-    }),
+    async function setUserRoles(request) {
+      const data = await roles.setRoles(callerOf(request), request.params.userId, request.body.roles, request.log);
+      return { success: true as const, message: 'Roles updated', data };
+    },
   );
 };
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { APP_ROLES } from '../../plugins/auth.ts';
+import { APP_ROLES } from '../../lib/roles.ts';
 
 // Shapes of /api/userRoles: a user's assigned roles, and the set that
 // replaces them. The implicit `user` role is not assignable.

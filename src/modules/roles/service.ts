@@ -1,6 +1,8 @@
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger } from 'fastify';
 import { conflict, forbidden, notFound } from '../../lib/errors.ts';
-import { actorFor, type AppRole, type Caller } from '../../plugins/auth.ts';
+import type { AppRole } from '../../lib/roles.ts';
+import { type Caller, dbActorOf } from '../../plugins/auth.ts';
+import type { Database } from '../../plugins/db.ts';
 import { canSetUserRoles, canViewUserRoles, changedByLabel } from './permissions.ts';
 import { getUserRoles, replaceUserRoles, userExists } from './queries.ts';
 import type { UserRoles } from './schemas.ts';
@@ -8,10 +10,10 @@ import type { UserRoles } from './schemas.ts';
 // SQLSTATE raised by the last-admin trigger (PostgREST's convention: PT + HTTP status).
 const LAST_ADMIN = 'PT409';
 
-export function rolesService(app: FastifyInstance) {
+export function createRolesService({ db }: { db: Database }) {
   async function getRoles(caller: Caller, userId: string): Promise<UserRoles> {
     if (!canViewUserRoles(caller, userId)) throw forbidden();
-    return app.db.asActor(actorFor(caller), async (tx) => {
+    return db.asActor(dbActorOf(caller), async (tx) => {
       if (!(await userExists(tx, userId))) throw notFound('User not found');
       return { userId, roles: await getUserRoles(tx, userId) };
     });
@@ -22,7 +24,7 @@ export function rolesService(app: FastifyInstance) {
     if (!canSetUserRoles(caller)) throw forbidden();
     const roles = [...new Set(wanted)];
     try {
-      const { granted, revoked, after } = await app.db.asActor(actorFor(caller), async (tx) => {
+      const { granted, revoked, after } = await db.asActor(dbActorOf(caller), async (tx) => {
         if (!(await userExists(tx, userId))) throw notFound('User not found');
         const change = await replaceUserRoles(tx, userId, roles, changedByLabel(caller));
         return { ...change, after: await getUserRoles(tx, userId) };

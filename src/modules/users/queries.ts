@@ -1,5 +1,5 @@
 import type { Tx } from '../../plugins/db.ts';
-import type { AppRole } from '../../plugins/auth.ts';
+import type { AppRole } from '../../lib/roles.ts';
 import type { ListUsersQuery, User } from './schemas.ts';
 
 // One query per function, named after what it returns. Each runs in the

@@ -2,24 +2,30 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { callerOf, requireCaller } from '../../plugins/auth.ts';
 import {
   CreateUserBodySchema,
+  ListUsersQuerySchema,
   UpdateUserBodySchema,
   UserEmailParamsSchema,
   UserIdParamsSchema,
   UserResponseSchema,
+  UsersResponseSchema,
 } from './schemas.ts';
-import { usersService } from './service.ts';
+import { createUsersService } from './service.ts';
 
 // /api/users: the signed-in user's own profile, and profiles by id or e-mail.
 // Guards answer 401 and 403 early; the service and RLS decide self vs admin.
+// The admins' list of every user (/api/admin/users) is here too: adminUsersRoutes.
 const usersRoutes: FastifyPluginAsyncZod = async (app) => {
-  const users = usersService(app);
+  const users = createUsersService({ db: app.db, supabase: app.supabase });
   const security = [{ bearer: [] }];
   const tags = ['users'];
 
   app.get(
     '/me',
     { onRequest: app.requireUser, schema: { tags, security, summary: 'The signed-in user', response: { 200: UserResponseSchema } } },
-    async (request) => ({ success: true as const, data: await users.getUser(callerOf(request), callerOf(request).userId) }),
+    async function getOwnUser(request) {
+      const caller = callerOf(request);
+      return { success: true as const, data: await users.getUser(caller, caller.userId) };
+    },
   );
 
   app.get(
@@ -28,7 +34,9 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.requireRole('admin'),
       schema: { tags, security, summary: 'A user by e-mail (admin)', params: UserEmailParamsSchema, response: { 200: UserResponseSchema } },
     },
-    async (request) => ({ success: true as const, data: await users.findUserByEmail(callerOf(request), request.params.email) }),
+    async function findUserByEmail(request) {
+      return { success: true as const, data: await users.findUserByEmail(callerOf(request), request.params.email) };
+    },
   );
 
   app.get(
@@ -37,7 +45,9 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: requireCaller(app),
       schema: { tags, security, summary: 'A user (self or admin)', params: UserIdParamsSchema, response: { 200: UserResponseSchema } },
     },
-    async (request) => ({ success: true as const, data: await users.getUser(callerOf(request), request.params.id) }),
+    async function getUser(request) {
+      return { success: true as const, data: await users.getUser(callerOf(request), request.params.id) };
+    },
   );
 
   app.post(
@@ -52,8 +62,10 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 201: UserResponseSchema },
       },
     },
-    async (request, reply) =>
-      reply.status(201).send({ success: true as const, message: 'User created', data: await users.createUser(callerOf(request), request.body) }),
+    async function createUser(request, reply) {
+      const data = await users.createUser(callerOf(request), request.body);
+      return reply.status(201).send({ success: true as const, message: 'User created', data });
+    },
   );
 
   app.put(
@@ -69,11 +81,32 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: UserResponseSchema },
       },
     },
-    async (request) => ({
-      success: true as const,
-      message: 'User updated',
-      data: await users.updateUser(callerOf(request), request.params.id, request.body),
-    }),
+    async function updateUser(request) {
+      return { success: true as const, message: 'User updated', data: await users.updateUser(callerOf(request), request.params.id, request.body) };
+    },
+  );
+};
+
+/** /api/admin/users: every profile with its roles, for the admins' user list. */
+export const adminUsersRoutes: FastifyPluginAsyncZod = async (app) => {
+  const users = createUsersService({ db: app.db, supabase: app.supabase });
+
+  app.get(
+    '/',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        tags: ['admin'],
+        security: [{ bearer: [] }],
+        summary: 'Profiles with their roles',
+        querystring: ListUsersQuerySchema,
+        response: { 200: UsersResponseSchema },
+      },
+    },
+    async function listUsers(request) {
+      const { users: data, total } = await users.listUsersWithRoles(callerOf(request), request.query);
+      return { success: true as const, data, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
+    },
   );
 };
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { EmailSchema, NameSchema, PasswordSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
-import { APP_ROLES } from '../../plugins/auth.ts';
+import { EmailSchema, NameSchema, PaginationQuerySchema, PaginationSchema, PasswordSchema } from '../../lib/schemas.ts';
+import { APP_ROLES } from '../../lib/roles.ts';
 
 // Shapes of /api/users. A user here is the profile (public.profiles) with
 // the roles assigned in user_roles; the implicit `user` role is not listed.
@@ -28,6 +28,7 @@ export const UpdateUserBodySchema = z
 export const UserResponseSchema = z.object({ success: z.literal(true), message: z.string().optional(), data: UserSchema });
 
 export const ListUsersQuerySchema = PaginationQuerySchema.extend({ search: z.string().trim().max(200).optional() });
+export const UsersResponseSchema = z.object({ success: z.literal(true), data: z.array(UserSchema), pagination: PaginationSchema });
 
 export type User = z.infer<typeof UserSchema>;
 export type CreateUserBody = z.infer<typeof CreateUserBodySchema>;

@@ -1,9 +1,8 @@
 import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
-import type { FastifyInstance } from 'fastify';
 import { AppError, badRequest, conflict, forbidden, notFound, validationFailed } from '../../lib/errors.ts';
-import { actorFor, type Caller } from '../../plugins/auth.ts';
-import type { Tx } from '../../plugins/db.ts';
-import { authUnavailable, isAuthServerDown } from '../../plugins/supabase.ts';
+import { type Caller, dbActorOf } from '../../plugins/auth.ts';
+import type { Database, Tx } from '../../plugins/db.ts';
+import { authUnavailable, isAuthServerDown, type SupabaseAuth } from '../../plugins/supabase.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from './permissions.ts';
 import { getUserByEmail, getUserById, listUsers, updateUserName } from './queries.ts';
 import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './schemas.ts';
@@ -29,8 +28,8 @@ function authAdminError(error: unknown): AppError {
   return error instanceof AppError ? error : new AppError(500, 'Internal server error');
 }
 
-export function usersService(app: FastifyInstance) {
-  const asCaller = <T>(caller: Caller, work: (tx: Tx) => Promise<T>) => app.db.asActor(actorFor(caller), work);
+export function createUsersService({ db, supabase }: { db: Database; supabase: SupabaseAuth }) {
+  const asCaller = <T>(caller: Caller, work: (tx: Tx) => Promise<T>) => db.asActor(dbActorOf(caller), work);
 
   async function getUser(caller: Caller, id: string): Promise<User> {
     if (!canViewUser(caller, id)) throw forbidden();
@@ -49,7 +48,7 @@ export function usersService(app: FastifyInstance) {
     if (!canCreateUser(caller)) throw forbidden();
     // Known duplicates are refused here; the auth server refuses the rest.
     if (await asCaller(caller, (tx) => getUserByEmail(tx, email))) throw conflict(DUPLICATE_EMAIL);
-    const { data, error } = await app.supabase
+    const { data, error } = await supabase
       .admin()
       .auth.admin.createUser({ email, password, email_confirm: true, user_metadata: { name } })
       .catch((thrown: unknown) => ({ data: { user: null }, error: thrown }));
@@ -65,7 +64,7 @@ export function usersService(app: FastifyInstance) {
     if (email !== undefined && email.toLowerCase() !== current.email.toLowerCase()) {
       const holder = await asCaller(caller, (tx) => getUserByEmail(tx, email));
       if (holder && holder.id !== id) throw conflict(DUPLICATE_EMAIL);
-      const { error } = await app.supabase
+      const { error } = await supabase
         .admin()
         .auth.admin.updateUserById(id, { email, email_confirm: true })
         .catch((thrown: unknown) => ({ error: thrown }));

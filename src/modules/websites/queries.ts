@@ -1,4 +1,4 @@
-import type { Tx } from '../../plugins/db.ts';
+import type { ElevatedSql, Tx } from '../../plugins/db.ts';
 import type { Website } from './schemas.ts';
 
 // One query per function, named after what it returns. Each takes the
@@ -19,7 +19,7 @@ interface WebsiteRow {
 
 const COLUMNS = ['id', 'name', 'domain', 'api_key_prefix', 'settings', 'metadata', 'created_by', 'created_at', 'updated_at'];
 
-function toWebsite(row: WebsiteRow): Website {
+export function toWebsite(row: WebsiteRow): Website {
   return {
     id: row.id,
     name: row.name,
@@ -97,8 +97,10 @@ export async function deleteWebsite(tx: Tx, id: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** Elevated: the key is the credential, so the caller need not see websites otherwise. */
-export async function getWebsiteByApiKeyHashElevated(tx: Tx, hash: Buffer): Promise<Website | undefined> {
-  const [row] = await tx<WebsiteRow[]>`select ${tx(COLUMNS)} from public.websites where api_key_hash = ${hash}`;
-  return row ? toWebsite(row) : undefined;
+/**
+ * Elevated: the key is the credential, so the caller need not see websites
+ * otherwise. Left pending (map with toWebsite) so the service can bound it.
+ */
+export function selectWebsiteByApiKeyHashElevated(sql: ElevatedSql, hash: Buffer) {
+  return sql<WebsiteRow[]>`select ${sql(COLUMNS)} from public.websites where api_key_hash = ${hash}`;
 }

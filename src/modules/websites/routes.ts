@@ -1,8 +1,8 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
-import { actorFor } from '../../plugins/auth.ts';
-import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from './permissions.ts';
+import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from '../../lib/roles.ts';
+import { callerOf } from '../../plugins/auth.ts';
 import {
   ApiKeyHeadersSchema,
   ApiKeyParamsSchema,
@@ -13,10 +13,10 @@ import {
   WebsiteIdParamsSchema,
   WebsiteResponseSchema,
 } from './schemas.ts';
-import { createWebsitesService, websiteNotFound } from './service.ts';
+import { createWebsitesService } from './service.ts';
 
-// Websites (issue 5): registered under /api/websites. Readers are viewers,
-// editors and admins; editors and admins write; only admins delete.
+// /api/websites: readers are viewers, editors and admins; editors and admins
+// write; only admins delete. The API key routes are public: the key is the credential.
 
 const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
   const websites = createWebsitesService({ db: app.db });
@@ -29,8 +29,8 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.requireRole(...WEBSITE_WRITERS),
       schema: { tags, security, summary: 'Create a website and its API key', body: CreateWebsiteBodySchema, response: { 201: CreatedWebsiteResponseSchema } },
     },
-    async (request, reply) => {
-      const data = await websites.create(actorFor(request.caller), request.body);
+    async function createWebsite(request, reply) {
+      const data = await websites.createWebsite(callerOf(request), request.body);
       return reply.status(201).send({ success: true as const, message: 'Website created; store the API key now, it is not shown again', data });
     },
   );
@@ -41,8 +41,8 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.requireRole(...WEBSITE_READERS),
       schema: { tags, security, summary: 'List websites, newest first', querystring: PaginationQuerySchema, response: { 200: ListWebsitesResponseSchema } },
     },
-    async (request) => {
-      const { data, total } = await websites.list(actorFor(request.caller), request.query);
+    async function listWebsites(request) {
+      const { data, total } = await websites.listWebsites(callerOf(request), request.query);
       return { success: true as const, data, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
     },
   );
@@ -59,12 +59,10 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: WebsiteResponseSchema },
       },
     },
-    async (request) => {
+    async function findWebsiteByApiKeyHeader(request) {
       const apiKey = request.headers['x-api-key'];
       if (!apiKey) throw unauthorized();
-      const website = await websites.findByApiKeyElevated(apiKey);
-      if (!website) throw websiteNotFound();
-      return { success: true as const, data: website };
+      return { success: true as const, data: await websites.findWebsiteByApiKeyElevated(apiKey) };
     },
   );
 
@@ -75,10 +73,8 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: { tags, summary: 'The website an API key belongs to (without the key)', params: ApiKeyParamsSchema, response: { 200: WebsiteResponseSchema } },
     },
-    async (request) => {
-      const website = await websites.findByApiKeyElevated(request.params.apiKey);
-      if (!website) throw websiteNotFound();
-      return { success: true as const, data: website };
+    async function findWebsiteByApiKeyPath(request) {
+      return { success: true as const, data: await websites.findWebsiteByApiKeyElevated(request.params.apiKey) };
     },
   );
 
@@ -88,7 +84,9 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.requireRole(...WEBSITE_READERS),
       schema: { tags, security, summary: 'One website', params: WebsiteIdParamsSchema, response: { 200: WebsiteResponseSchema } },
     },
-    async (request) => ({ success: true as const, data: await websites.get(actorFor(request.caller), request.params.id) }),
+    async function findWebsite(request) {
+      return { success: true as const, data: await websites.findWebsite(callerOf(request), request.params.id) };
+    },
   );
 
   app.put(
@@ -97,10 +95,9 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.requireRole(...WEBSITE_WRITERS),
       schema: { tags, security, summary: 'Update a website', params: WebsiteIdParamsSchema, body: UpdateWebsiteBodySchema, response: { 200: WebsiteResponseSchema } },
     },
-    async (request) => ({
-      success: true as const,
-      data: await websites.update(actorFor(request.caller), request.params.id, request.body),
-    }),
+    async function changeWebsite(request) {
+      return { success: true as const, data: await websites.changeWebsite(callerOf(request), request.params.id, request.body) };
+    },
   );
 
   app.delete(
@@ -109,8 +106,8 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.requireRole(...WEBSITE_DELETERS),
       schema: { tags, security, summary: 'Delete a website with its analytics', params: WebsiteIdParamsSchema, response: { 200: MessageResponseSchema } },
     },
-    async (request) => {
-      await websites.remove(actorFor(request.caller), request.params.id);
+    async function removeWebsite(request) {
+      await websites.removeWebsite(callerOf(request), request.params.id);
       return { success: true as const, message: 'Website deleted' };
     },
   );

@@ -1,44 +1,19 @@
 import { z } from 'zod';
-import { PaginationSchema } from '../../lib/schemas.ts';
+import { boundedJsonObject, isStorableText, PaginationSchema, requiredString } from '../../lib/schemas.ts';
 
-// Request and response shapes of the websites routes (issue 5). Shared
-// fragments (bounded JSON objects) are used by analytics too.
-
-// Postgres text cannot hold NUL, and jsonb refuses \u0000 and unpaired
-// surrogates; JSON.stringify writes exactly those as escapes.
-const UNSTORABLE_JSON_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f])/i;
-
-/** Text Postgres can store: no NUL characters, no unpaired surrogates. */
-export const isStorableText = (value: string) => value.isWellFormed() && !value.includes('\u0000');
-
-/** A JSON object (string keys, any values) whose serialised form stays under `maxBytes`. */
-export function boundedJsonObject(label: string, maxBytes: number) {
-  return z
-    .record(z.string().max(100, `${label} keys must be at most 100 characters`), z.unknown(), {
-      error: `${label} must be a JSON object`,
-    })
-    .superRefine((value, context) => {
-      const json = JSON.stringify(value);
-      if (Buffer.byteLength(json) > maxBytes) context.addIssue({ code: 'custom', message: `${label} must be at most ${maxBytes} bytes as JSON` });
-      else if (UNSTORABLE_JSON_ESCAPE.test(json)) {
-        context.addIssue({ code: 'custom', message: `${label} must not contain NUL characters or unpaired surrogates` });
-      }
-    });
-}
+// Request and response shapes of the websites routes.
 
 export const WEBSITE_JSON_MAX_BYTES = 16 * 1024;
 
 const HOSTNAME = /^(?=.{1,253}(?::\d{1,5})?$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*(?::\d{1,5})?$/;
 
-const name = z
-  .string({ error: (issue) => (issue.input === undefined ? 'Name is required' : 'Name must be a string') })
+const name = requiredString('Name')
   .trim()
   .min(1, 'Name is required')
   .max(200, 'Name must be at most 200 characters')
   .refine(isStorableText, 'Name must not contain NUL characters or unpaired surrogates');
 
-const domain = z
-  .string({ error: (issue) => (issue.input === undefined ? 'Domain is required' : 'Domain must be a string') })
+const domain = requiredString('Domain')
   .trim()
   .toLowerCase()
   .regex(HOSTNAME, 'Domain must be a host name such as example.com');
@@ -62,7 +37,6 @@ export const WebsiteIdParamsSchema = z.object({ id: z.uuid({ error: 'Website id 
 export const ApiKeyParamsSchema = z.object({ apiKey: z.string().min(1).max(200) });
 /** The key in a header keeps it out of URLs (and so out of access logs of proxies too). */
 export const ApiKeyHeadersSchema = z.object({ 'x-api-key': z.string().min(1).max(200).optional() });
-
 
 const timestamp = z.iso.datetime();
 

@@ -5,14 +5,15 @@ import cookie from '@fastify/cookie';
 import escapeHtml from 'escape-html';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import type { Config } from '../../../config.ts';
 import { AppError } from '../../../lib/errors.ts';
-import { actorFor, bearerToken } from '../../../plugins/auth.ts';
+import { MessageResponseSchema } from '../../../lib/schemas.ts';
+import { bearerToken, type Caller, callerOf, isAdmin } from '../../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
-import { createLiveService } from '../../analytics/service.ts';
-import { cachedHealth, checkHealth } from '../health.ts';
+import { createHealthService } from '../health.ts';
+import { AssetParamsSchema, SignInBodySchema } from './schemas.ts';
 import { createStatusSessionService } from './session.ts';
+import { createStreamRegistry } from './streams.ts';
 
 // /admin/status: the live dashboard (SPEC section 1), admin only. The page and
 // its assets are plain files in this folder; numbers arrive as server-sent
@@ -31,8 +32,6 @@ const ASSETS: Record<string, string> = {
   'style.css': 'text/css; charset=utf-8',
 };
 
-const SignInBodySchema = z.object({ email: z.string().trim().min(1).max(254), password: z.string().min(1).max(1024) });
-const MessageSchema = z.object({ success: z.literal(true), message: z.string() });
 
 /** The session cookie: HttpOnly, SameSite=Strict, Secure in production, sent only to the dashboard's paths. */
 export function sessionCookieOptions(config: Config, maxAge?: number) {
@@ -50,19 +49,19 @@ export interface StatusOptions {
   version: string;
   /** Milliseconds between snapshots on the stream (at most 2 s). */
   intervalMs?: number;
+  /** Visitors active now on every website the caller may see (the analytics module's, given by app.ts). */
+  activeVisitors(caller: Caller): Promise<unknown>;
 }
 
-const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000 }) => {
+const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000, activeVisitors }) => {
   if (!app.hasRequestDecorator('cookies')) await app.register(cookie);
   const files = Object.fromEntries(
     await Promise.all(['index.html', 'signin.html', ...Object.keys(ASSETS)].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
   ) as Record<string, string>;
-  const health = cachedHealth(() => checkHealth(app, config, version));
+  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox }).cachedHealthCheck();
   const requireAdmin = app.requireRole('admin');
   const sessions = createStatusSessionService({ supabase: app.supabase, db: app.db, forgetSession: app.forgetSession });
-  const streams = new Set<PassThrough>();
-  // "kind:userId" → the stop function of each of that admin's open streams, oldest first.
-  const openStreams = new Map<string, Set<(reason?: string) => void>>();
+  const streams = createStreamRegistry(MAX_STREAMS_PER_ADMIN);
 
   /**
    * A stream outlives the check made when it opened: every
@@ -73,12 +72,11 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   async function stillAdmin(token: string, log: FastifyBaseLogger): Promise<boolean> {
     try {
       const caller = await app.callerFromToken(token, log, { fresh: true });
-      return caller.kind === 'legacy-admin' || caller.roles.includes('admin');
+      return isAdmin(caller);
     } catch (error) {
       return !(error instanceof AppError && (error.statusCode === 401 || error.statusCode === 403));
     }
   }
-  const live = createLiveService({ db: app.db });
 
   /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
   async function authorize(request: FastifyRequest, reply: FastifyReply) {
@@ -91,7 +89,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   const page = (reply: FastifyReply, status: number, html: string) =>
     reply.status(status).header('cache-control', 'no-store').type('text/html; charset=utf-8').send(html);
 
-  app.get('/', { schema: { hide: true } }, async (request, reply) => {
+  app.get('/', { schema: { hide: true } }, async function showDashboard(request, reply) {
     try {
       await authorize(request, reply);
     } catch (error) {
@@ -102,19 +100,18 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     return page(reply, 200, files['index.html']);
   });
 
-  app.get('/assets/:file', { schema: { hide: true, params: z.object({ file: z.string() }) } }, async (request, reply) => {
+  app.get('/assets/:file', { schema: { hide: true, params: AssetParamsSchema } }, async function sendAsset(request, reply) {
     const type = ASSETS[request.params.file];
     if (!type) return reply.callNotFound();
     return reply.header('cache-control', 'no-cache').type(type).send(files[request.params.file]);
   });
 
-  app.get('/stream', { onRequest: authorize, config: { metrics: false }, schema: { hide: true } }, async (request, reply) => {
+  app.get('/stream', { onRequest: authorize, config: { metrics: false }, schema: { hide: true } }, async function openStream(request, reply) {
     const stream = new PassThrough();
-    streams.add(stream);
     const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     const tick = async () => {
       // Active visitors are read as the signed-in admin, under row-level security.
-      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), live.activeAs(actorFor(request.caller), null)]);
+      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), activeVisitors(callerOf(request))]);
       send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
@@ -128,17 +125,11 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       stopped = true;
       clearInterval(timer);
       clearInterval(recheck);
-      streams.delete(stream);
-      openStreams.get(owner)?.delete(stop);
-      if (openStreams.get(owner)?.size === 0) openStreams.delete(owner);
+      streams.removeStream(owner, stream, stop);
       if (reason) send('end', { reason });
       stream.end();
     };
-    // A few streams per admin: a new one ends the oldest (a reloaded page's old stream, usually).
-    const mine = openStreams.get(owner) ?? new Set<(reason?: string) => void>();
-    openStreams.set(owner, mine);
-    while (mine.size >= MAX_STREAMS_PER_ADMIN) mine.values().next().value?.('too many open streams for this admin');
-    mine.add(stop);
+    streams.addStream(owner, stream, stop);
     reply.raw.on('close', () => stop());
     stream.write(`retry: 3000\n\n`);
     send('history', app.metrics.history());
@@ -149,14 +140,11 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       .header('x-accel-buffering', 'no')
       .send(stream);
   });
-  // Open streams would keep the server from closing.
-  app.addHook('preClose', async () => {
-    for (const stream of streams) stream.end();
-  });
+  app.addHook('preClose', async () => streams.endAll());
 
   app.post(
     '/session',
-    { ...inRateLimitGroup(app, 'auth'), schema: { hide: true, body: SignInBodySchema, response: { 200: MessageSchema } } },
+    { ...inRateLimitGroup(app, 'auth'), schema: { hide: true, body: SignInBodySchema, response: { 200: MessageResponseSchema } } },
     async function signIn(request, reply) {
       const { accessToken, expiresIn } = await sessions.signInAdmin(request.ip, request.body.email, request.body.password);
       reply.setCookie(SESSION_COOKIE, accessToken, sessionCookieOptions(config, expiresIn));
@@ -164,7 +152,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     },
   );
 
-  app.delete('/session', { schema: { hide: true, response: { 200: MessageSchema } } }, async function signOut(request, reply) {
+  app.delete('/session', { schema: { hide: true, response: { 200: MessageResponseSchema } } }, async function signOut(request, reply) {
     const accessToken = request.cookies[SESSION_COOKIE];
     if (accessToken) await sessions.signOut(request.ip, accessToken, request.log);
     reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(config));

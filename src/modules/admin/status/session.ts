@@ -1,18 +1,14 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { decodeJwt } from 'jose';
 import { forbidden, unauthorized } from '../../../lib/errors.ts';
-import type { Database, Tx } from '../../../plugins/db.ts';
+import { dbActorOfUser } from '../../../plugins/auth.ts';
+import type { Database } from '../../../plugins/db.ts';
 import { authUnavailable, isAuthServerDown, type SupabaseAuth } from '../../../plugins/supabase.ts';
+import { holdsAdminRole } from './queries.ts';
 
 // The dashboard's own sign-in: e-mail and password through the auth server,
 // kept only when the account holds the admin role; and its sign-out, which
 // ends the session at the auth server and in this instance's session cache.
-
-/** Whether the caller of the transaction holds the admin role (row-level security's own test). */
-async function holdsAdminRole(tx: Tx): Promise<boolean> {
-  const [row] = await tx<{ admin: boolean }[]>`select public.has_role('admin') as admin`;
-  return row.admin;
-}
 
 function sessionIdOf(accessToken: string): string | undefined {
   try {
@@ -36,10 +32,7 @@ export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: D
       throw unauthorized('Invalid email or password');
     }
     const { session } = data;
-    const isAdmin = await db.asActor(
-      { role: 'authenticated', claims: { sub: session.user.id, role: 'authenticated', aud: 'authenticated' } },
-      holdsAdminRole,
-    );
+    const isAdmin = await db.asActor(dbActorOfUser(session.user.id), holdsAdminRole);
     if (!isAdmin) {
       await client.auth.admin.signOut(session.access_token, 'local').catch(() => {});
       throw forbidden();

@@ -1,11 +1,11 @@
-import type { Sql } from '../../../plugins/db.ts';
+import type { ElevatedSql } from '../../../plugins/db.ts';
 
 /**
  * Elevated (a service operation over every website): deletes at most
  * `batchSize` events created before `cutoff`, in one short transaction of
  * its own; returns how many (migration 20261122000200).
  */
-export async function deleteEventsBeforeElevated(sql: Sql, cutoff: Date, batchSize: number): Promise<number> {
+export async function deleteEventsBeforeElevated(sql: ElevatedSql, cutoff: Date, batchSize: number): Promise<number> {
   const [row] = await sql<{ deleted: number }[]>`
     select public.delete_analytics_events_before(${cutoff}, ${batchSize}) as deleted`;
   return row.deleted;

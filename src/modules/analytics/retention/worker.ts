@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../../config.ts';
-import type { Sql } from '../../../plugins/db.ts';
+import type { ElevatedSql } from '../../../plugins/db.ts';
 import { deleteEventsBeforeElevated } from './queries.ts';
 
 // Retention of raw analytics events (docs/analytics.md, "Retention"): events
@@ -30,7 +30,7 @@ export interface PruneOptions {
 }
 
 /** Deletes every event before the cutoff, batch by batch; returns how many. */
-export async function pruneExpiredEventsElevated(sql: Sql, { cutoff, batchSize, pauseMs = 0, stopped = () => false }: PruneOptions) {
+export async function pruneExpiredEventsElevated(sql: ElevatedSql, { cutoff, batchSize, pauseMs = 0, stopped = () => false }: PruneOptions) {
   let total = 0;
   while (!stopped()) {
     const deleted = await deleteEventsBeforeElevated(sql, cutoff, batchSize);

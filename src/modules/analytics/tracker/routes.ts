@@ -35,7 +35,7 @@ const trackerRoutes: FastifyPluginAsyncZod = async (app) => {
         },
       },
     },
-    async (request, reply) => {
+    async function sendTrackerScript(request, reply) {
       reply
         .header('etag', script.etag)
         .header('cache-control', `public, max-age=${MAX_AGE_SECONDS}`)

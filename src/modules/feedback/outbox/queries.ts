@@ -1,4 +1,4 @@
-import type { Sql } from '../../../plugins/db.ts';
+import type { ElevatedSql } from '../../../plugins/db.ts';
 import type { NotifiedFeedback } from './notification.ts';
 
 // Elevated queries of the notification outbox: they run on the service's own
@@ -24,7 +24,7 @@ export interface ClaimedNotification {
  * end of the lease keeps them theirs while they send, and a worker that dies
  * mid-send loses its claim when the lease runs out.
  */
-export async function claimDueNotifications(sql: Sql, claimToken: string, leaseMs: number, limit: number): Promise<ClaimedNotification[]> {
+export async function claimDueNotificationsElevated(sql: ElevatedSql, claimToken: string, leaseMs: number, limit: number): Promise<ClaimedNotification[]> {
   const newest = Math.floor(limit / 2);
   const rows = await sql<{ id: string; feedback_id: string; attempts: number; feedback: NotifiedFeedback | null }[]>`
     with oldest as (
@@ -59,7 +59,7 @@ export async function claimDueNotifications(sql: Sql, claimToken: string, leaseM
 }
 
 /** Marks claimed notifications sent in one statement; returns the ids whose claim still held. */
-export async function markNotificationsSent(sql: Sql, sent: { claim: ClaimedNotification; providerMessageId?: string }[]): Promise<Set<string>> {
+export async function markNotificationsSentElevated(sql: ElevatedSql, sent: { claim: ClaimedNotification; providerMessageId?: string }[]): Promise<Set<string>> {
   if (sent.length === 0) return new Set();
   const rows = await sql<{ id: string }[]>`
     update public.feedback_outbox o
@@ -72,7 +72,7 @@ export async function markNotificationsSent(sql: Sql, sent: { claim: ClaimedNoti
   return new Set(rows.map((row) => row.id));
 }
 
-export async function scheduleNotificationRetry(sql: Sql, claim: ClaimedNotification, delayMs: number, error: string): Promise<void> {
+export async function scheduleNotificationRetryElevated(sql: ElevatedSql, claim: ClaimedNotification, delayMs: number, error: string): Promise<void> {
   await sql`
     update public.feedback_outbox
        set next_attempt_at = now() + make_interval(secs => ${delayMs / 1000}), last_error = ${error}, claim_token = null
@@ -80,7 +80,7 @@ export async function scheduleNotificationRetry(sql: Sql, claim: ClaimedNotifica
 }
 
 /** Stops retrying; the row stays, with its last error, for an operator to see and requeue. */
-export async function giveUpNotification(sql: Sql, claim: ClaimedNotification, error: string): Promise<void> {
+export async function giveUpNotificationElevated(sql: ElevatedSql, claim: ClaimedNotification, error: string): Promise<void> {
   await sql`
     update public.feedback_outbox
        set gave_up_at = now(), last_error = ${error}, claim_token = null
@@ -88,7 +88,7 @@ export async function giveUpNotification(sql: Sql, claim: ClaimedNotification, e
 }
 
 /** E-mail addresses of every user holding the admin role. */
-export async function adminRecipientEmails(sql: Sql): Promise<string[]> {
+export async function adminRecipientEmailsElevated(sql: ElevatedSql): Promise<string[]> {
   const rows = await sql<{ email: string }[]>`
     select distinct p.email
       from public.user_roles r
@@ -99,7 +99,7 @@ export async function adminRecipientEmails(sql: Sql): Promise<string[]> {
 }
 
 /** Notifications still owed, and how many of them have failed at least `failingAfter` times. */
-export async function countOwedNotifications(sql: Sql, failingAfter: number): Promise<{ owed: number; failing: number }> {
+export async function countOwedNotificationsElevated(sql: ElevatedSql, failingAfter: number): Promise<{ owed: number; failing: number }> {
   const [row] = await sql<{ owed: number; failing: number }[]>`
     select count(*)::int as owed, count(*) filter (where attempts >= ${failingAfter})::int as failing
       from public.feedback_outbox where sent_at is null and gave_up_at is null`;

@@ -2,18 +2,18 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../../config.ts';
-import type { Sql } from '../../../plugins/db.ts';
+import type { ElevatedSql } from '../../../plugins/db.ts';
 import { retryDelayMs } from './backoff.ts';
 import { createMailTransport, DeliveryError, type MailTransport, SEND_TIMEOUT_MS } from './mail-transport.ts';
 import { adminUrl, renderFeedbackNotification } from './notification.ts';
 import {
-  adminRecipientEmails,
+  adminRecipientEmailsElevated,
   type ClaimedNotification,
-  claimDueNotifications,
-  countOwedNotifications,
-  giveUpNotification,
-  markNotificationsSent,
-  scheduleNotificationRetry,
+  claimDueNotificationsElevated,
+  countOwedNotificationsElevated,
+  giveUpNotificationElevated,
+  markNotificationsSentElevated,
+  scheduleNotificationRetryElevated,
 } from './queries.ts';
 
 // The worker that empties the feedback outbox (docs/feedback.md): started
@@ -54,7 +54,7 @@ export function idempotencyKeyFor(outboxId: string, content: unknown): string {
   return `feedback-notification-${outboxId}-${digest}`;
 }
 
-function createWorker(sql: Sql, config: Config, transport: MailTransport, log: FastifyBaseLogger) {
+function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport, log: FastifyBaseLogger) {
   const base = adminUrl(config);
   const backoff = { baseMs: config.FEEDBACK_OUTBOX_RETRY_BASE_MS, maxMs: config.FEEDBACK_OUTBOX_RETRY_MAX_MS };
   let timer: NodeJS.Timeout | undefined;
@@ -77,11 +77,11 @@ function createWorker(sql: Sql, config: Config, transport: MailTransport, log: F
       const context = { outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts, error: message };
       if (permanent || claim.attempts >= config.FEEDBACK_OUTBOX_MAX_ATTEMPTS) {
         log.error(context, 'feedback notification given up');
-        await giveUpNotification(sql, claim, message);
+        await giveUpNotificationElevated(sql, claim, message);
       } else {
         const delayMs = retryDelayMs(claim.attempts, backoff);
         log.warn({ ...context, retryInMs: delayMs }, 'feedback notification failed; will retry');
-        await scheduleNotificationRetry(sql, claim, delayMs, message);
+        await scheduleNotificationRetryElevated(sql, claim, delayMs, message);
       }
       return null;
     }
@@ -92,7 +92,7 @@ function createWorker(sql: Sql, config: Config, transport: MailTransport, log: F
     // Recipients are looked up once per batch, and only if some row needs them.
     let recipients: Promise<string[]> | undefined;
     const lookUpRecipients = () =>
-      (recipients ??= config.FEEDBACK_NOTIFY_EMAILS.length > 0 ? Promise.resolve(config.FEEDBACK_NOTIFY_EMAILS) : adminRecipientEmails(sql));
+      (recipients ??= config.FEEDBACK_NOTIFY_EMAILS.length > 0 ? Promise.resolve(config.FEEDBACK_NOTIFY_EMAILS) : adminRecipientEmailsElevated(sql));
     const sent: { claim: ClaimedNotification; providerMessageId?: string }[] = [];
     let next = 0;
     const sender = async () => {
@@ -103,7 +103,7 @@ function createWorker(sql: Sql, config: Config, transport: MailTransport, log: F
       }
     };
     await Promise.all(Array.from({ length: Math.min(transport.concurrency, claims.length) }, sender));
-    const marked = await markNotificationsSent(sql, sent);
+    const marked = await markNotificationsSentElevated(sql, sent);
     for (const { claim } of sent) {
       const context = { outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts, transport: transport.name };
       if (marked.has(claim.id)) log.info(context, 'feedback notification sent');
@@ -114,7 +114,7 @@ function createWorker(sql: Sql, config: Config, transport: MailTransport, log: F
   /** Sends due rows, batch after batch, until none is due or the worker stops. */
   async function drain(): Promise<void> {
     while (!stopped) {
-      const claims = await claimDueNotifications(sql, randomUUID(), CLAIM_LEASE_MS, CLAIM_BATCH);
+      const claims = await claimDueNotificationsElevated(sql, randomUUID(), CLAIM_LEASE_MS, CLAIM_BATCH);
       if (claims.length === 0) return;
       await deliverBatch(claims);
     }
@@ -165,7 +165,7 @@ export default fp<{ config: Config }>(
     const log = app.log.child({ module: 'feedback-outbox' });
     const transport = createMailTransport(config);
     const provider = transport?.name ?? null;
-    const backlog = () => countOwedNotifications(app.db.sql, FAILING_AFTER_ATTEMPTS);
+    const backlog = () => countOwedNotificationsElevated(app.db.sql, FAILING_AFTER_ATTEMPTS);
     if (!transport || !outboxWorkerEnabled(config)) {
       transport?.close();
       app.decorate('feedbackOutbox', { provider, transport: null, wake() {}, backlog });

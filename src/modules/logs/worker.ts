@@ -1,17 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge } from 'prom-client';
-import type { Config } from '../config.ts';
-import { LogSink, type ServerLogEntry } from '../lib/log-sink.ts';
-import { shutdownBudget } from '../lib/shutdown-budget.ts';
-import type { Sql } from './db.ts';
+import type { Config } from '../../config.ts';
+import { LogSink } from '../../lib/log-sink.ts';
+import { shutdownBudget } from '../../lib/shutdown-budget.ts';
+import { createLogsService } from './service.ts';
 
 // Stores the server's own log entries at warn and above. The logger writes
 // them into a LogSink (logger.ts, app.ts); this plugin drains it every
 // `flushIntervalMs` in batches with one insert each, so no request waits on
 // the database for its log lines. Entries older than LOG_RETENTION_DAYS are
-// pruned on a timer. Client entries (POST /api/admin/logs) are written by the
-// admin module under the caller's rights instead.
+// pruned on a timer. Client entries (POST /api/admin/logs, routes.ts) are
+// written under the caller's rights instead.
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -34,27 +34,12 @@ export interface AppLogsOptions {
   pruneIntervalMs?: number;
 }
 
-/** Elevated (service operation): the server's own entries, in one statement. */
-async function insertServerLogEntries(sql: Sql, entries: ServerLogEntry[]): Promise<void> {
-  const rows = entries.map((e) => ({ level: e.level, message: e.message, context: e.context, request_id: e.requestId, created_at: e.createdAt }));
-  await sql`
-    insert into public.app_logs (level, message, context, source, request_id, created_at)
-    select r.level::public.log_level, r.message, r.context, 'server', r.request_id, r.created_at
-      from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb)
-        as r(level text, message text, context jsonb, request_id text, created_at timestamptz)`;
-}
-
-/** Elevated (service operation): retention applies to every entry. */
-async function deleteLogEntriesOlderThan(sql: Sql, days: number): Promise<number> {
-  const result = await sql`delete from public.app_logs where created_at < now() - make_interval(days => ${days})`;
-  return result.count;
-}
-
 export default fp<AppLogsOptions>(
   async function appLogsPlugin(
     app: FastifyInstance,
     { config, sink = new LogSink(), flushIntervalMs = 1_000, batchSize = 200, pruneIntervalMs = 60 * 60_000 },
   ) {
+    const logs = createLogsService({ db: app.db });
     const registers = [app.metrics.registry];
     let failed = 0;
     const failures = new Counter({ name: 'app_logs_write_failures_total', help: 'Log entries lost because storing them failed', registers });
@@ -81,7 +66,7 @@ export default fp<AppLogsOptions>(
         const entries = sink.take(batchSize);
         if (entries.length === 0) continue;
         try {
-          await insertServerLogEntries(app.db.sql, entries);
+          await logs.storeServerEntriesElevated(entries);
         } catch (error) {
           failed += entries.length;
           failures.inc(entries.length);
@@ -94,7 +79,7 @@ export default fp<AppLogsOptions>(
     const flush = () => (flushing ??= drain().finally(() => (flushing = undefined)));
 
     async function prune() {
-      const deleted = await deleteLogEntriesOlderThan(app.db.sql, config.LOG_RETENTION_DAYS);
+      const deleted = await logs.pruneEntriesElevated(config.LOG_RETENTION_DAYS);
       if (deleted > 0) app.log.info({ deleted, retentionDays: config.LOG_RETENTION_DAYS }, 'pruned old log entries');
       return deleted;
     }
@@ -109,7 +94,7 @@ export default fp<AppLogsOptions>(
 
     app.decorate('appLogs', { flush, prune, stats: () => ({ queued: sink.queued, dropped: sink.dropped, failed }) });
 
-    // Runs before the db plugin's own onClose closes the pool (see tests/admin-logs.test.ts).
+    // Runs before the db plugin's own onClose closes the pool: plugins close in reverse order.
     app.addHook('onClose', async () => {
       clearInterval(flusher);
       clearInterval(pruner);

@@ -1,9 +1,10 @@
-import type { Tx } from '../../plugins/db.ts';
+import type { ServerLogEntry } from '../../lib/log-sink.ts';
+import type { ElevatedSql, Tx } from '../../plugins/db.ts';
 import type { CreateLogBody, ListLogsQuery, LogEntry } from './schemas.ts';
 
-// Stored log entries, read and written in the caller's transaction: RLS lets
-// admins read them and store client entries in their own name. The server's
-// own entries are written by plugins/app-logs.ts.
+// Every statement on public.app_logs. Reads and client entries run in the
+// caller's transaction: RLS lets admins read them and store client entries in
+// their own name. The server's own entries and the retention are elevated.
 
 interface LogRow {
   id: string;
@@ -56,4 +57,20 @@ export async function insertClientLogEntry(
     values (${level}::public.log_level, ${message}, ${JSON.stringify(context ?? {})}::text::jsonb, 'client', ${requestId}, ${userId})
     returning id::text, created_at`;
   return { id: row.id, createdAt: row.created_at.toISOString() };
+}
+
+/** Elevated (the server's own entries have no caller): a batch in one statement. */
+export async function insertServerLogEntriesElevated(sql: ElevatedSql, entries: ServerLogEntry[]): Promise<void> {
+  const rows = entries.map((e) => ({ level: e.level, message: e.message, context: e.context, request_id: e.requestId, created_at: e.createdAt }));
+  await sql`
+    insert into public.app_logs (level, message, context, source, request_id, created_at)
+    select r.level::public.log_level, r.message, r.context, 'server', r.request_id, r.created_at
+      from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb)
+        as r(level text, message text, context jsonb, request_id text, created_at timestamptz)`;
+}
+
+/** Elevated: retention applies to every entry, whoever wrote it; returns how many went. */
+export async function deleteLogEntriesOlderThanElevated(sql: ElevatedSql, days: number): Promise<number> {
+  const result = await sql`delete from public.app_logs where created_at < now() - make_interval(days => ${days})`;
+  return result.count;
 }

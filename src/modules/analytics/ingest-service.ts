@@ -1,0 +1,59 @@
+import type { AnalyticsBatcher } from './batcher.ts';
+import { readCampaign } from './campaign.ts';
+import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
+import type { CountryLookup } from './geo.ts';
+import { uuidv7 } from './ids.ts';
+import type { RecordEventBody } from './schemas.ts';
+import { websiteNotFound } from './service.ts';
+
+// Ingestion (POST /api/analytics): an event is enriched (device, referrer
+// host, campaign, country, visitor hash) and stored through the group
+// commit. The client's IP goes no further than the country and the hash.
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export type RecordResult = { kind: 'bot' } | { kind: 'stored'; id: string; timestamp: string };
+
+export function createIngestService({
+  batcher,
+  saltSecret,
+  countryOf,
+}: {
+  batcher: AnalyticsBatcher;
+  saltSecret: string;
+  /** Country of a client IP; the IP goes no further than this call and the visitor hash. */
+  countryOf: CountryLookup;
+}) {
+  const visitorId = createVisitorIds(saltSecret);
+
+  return {
+    /** Stores one event through the group commit; resolves once it is committed. */
+    async record(body: RecordEventBody, client: { ip: string }): Promise<RecordResult> {
+      const agent = describeUserAgent(body.userAgent);
+      if (agent.bot) return { kind: 'bot' };
+      if (!UUID.test(body.websiteId)) throw websiteNotFound();
+      const at = new Date();
+      const id = uuidv7(at.getTime());
+      const { page, campaign } = readCampaign(body.page);
+      const outcome = await batcher.record({
+        id,
+        websiteId: body.websiteId,
+        eventType: body.eventType,
+        page,
+        referrer: body.referrer || null,
+        referrerHost: referrerHost(body.referrer),
+        userAgent: body.userAgent,
+        deviceType: agent.device,
+        sessionId: body.sessionId,
+        userId: body.userId ?? null,
+        visitorId: visitorId({ userId: body.userId, websiteId: body.websiteId, ip: client.ip, userAgent: body.userAgent, at }),
+        country: countryOf(client.ip),
+        ...campaign,
+        metadata: body.metadata ?? {},
+        createdAt: at,
+      });
+      if (outcome === 'unknown-website') throw websiteNotFound();
+      return { kind: 'stored', id, timestamp: at.toISOString() };
+    },
+  };
+}

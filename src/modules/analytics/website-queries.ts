@@ -1,0 +1,14 @@
+import type { ElevatedSql, Tx } from '../../plugins/db.ts';
+
+// The analytics module's own reads of public.websites: whether a website is
+// there for the caller, and which website an API key opens.
+
+export async function websiteExists(tx: Tx, websiteId: string): Promise<boolean> {
+  const rows = await tx`select 1 from public.websites where id = ${websiteId}`;
+  return rows.length > 0;
+}
+
+/** Elevated: the key is the credential. Pending, so the service can bound it. */
+export function selectWebsiteIdByApiKeyHashElevated(sql: ElevatedSql, hash: Buffer) {
+  return sql<{ id: string }[]>`select id from public.websites where api_key_hash = ${hash}`;
+}

@@ -1,0 +1,22 @@
+import type { ElevatedSql, Tx } from '../../plugins/db.ts';
+
+// The auth module's own reads of the mirrored profiles (accounts themselves are the auth server's).
+
+export interface ProfileRow {
+  id: string;
+  email: string;
+  name: string;
+  created_at: Date;
+  last_login: Date | null;
+}
+
+/** The caller's own profile, under row-level security. */
+export async function getProfile(tx: Tx, userId: string): Promise<ProfileRow | undefined> {
+  const [row] = await tx<ProfileRow[]>`select id, email, name, created_at, last_login from public.profiles where id = ${userId}`;
+  return row;
+}
+
+/** Elevated: a password reset's caller is anonymous and profiles are private. Pending, so the service can bound it. */
+export function selectProfileByEmailElevated(sql: ElevatedSql, email: string) {
+  return sql`select 1 from public.profiles where lower(email) = lower(${email}) limit 1`;
+}

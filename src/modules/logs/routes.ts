@@ -1,0 +1,33 @@
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { callerOf } from '../../plugins/auth.ts';
+import { CreatedLogResponseSchema, CreateLogBodySchema, ListLogsQuerySchema, LogsResponseSchema } from './schemas.ts';
+import { createLogsService } from './service.ts';
+
+// /api/admin/logs: admin role or the legacy admin token. The server's own
+// entries arrive through the logger (worker.ts); clients post theirs here.
+const logsRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.addHook('onRequest', app.requireRole('admin'));
+  const logs = createLogsService({ db: app.db });
+  const security = [{ bearer: [] }];
+  const tags = ['admin'];
+
+  app.get(
+    '/',
+    { schema: { tags, security, summary: 'Stored log entries, newest first', querystring: ListLogsQuerySchema, response: { 200: LogsResponseSchema } } },
+    async function listLogEntries(request) {
+      const { entries, total } = await logs.listEntries(callerOf(request), request.query);
+      return { success: true as const, data: entries, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
+    },
+  );
+
+  app.post(
+    '/',
+    { schema: { tags, security, summary: 'Store a client-side log entry', body: CreateLogBodySchema, response: { 201: CreatedLogResponseSchema } } },
+    async function storeClientLogEntry(request, reply) {
+      const data = await logs.storeClientEntry(callerOf(request), request.body, request.id);
+      return reply.status(201).send({ success: true as const, message: 'Log entry stored', data });
+    },
+  );
+};
+
+export default logsRoutes;

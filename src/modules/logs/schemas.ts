@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { limitSchema, OffsetSchema, PaginationSchema } from '../../lib/schemas.ts';
+import { LOG_LEVELS } from '../../logger.ts';
+
+// Shapes of /api/admin/logs: stored log entries, the server's and the clients'.
+
+const LEVELS = Object.keys(LOG_LEVELS) as [keyof typeof LOG_LEVELS, ...(keyof typeof LOG_LEVELS)[]];
+export const LogLevelSchema = z.enum(LEVELS, { error: `Level must be one of: ${LEVELS.join(', ')}` });
+
+export const LogEntrySchema = z.object({
+  id: z.string(),
+  level: LogLevelSchema,
+  message: z.string(),
+  context: z.record(z.string(), z.unknown()),
+  source: z.enum(['server', 'client']),
+  requestId: z.string().nullable(),
+  userId: z.uuid().nullable(),
+  createdAt: z.iso.datetime(),
+});
+
+export const ListLogsQuerySchema = z.object({
+  level: LogLevelSchema.optional(),
+  source: z.enum(['server', 'client']).optional(),
+  since: z.iso.datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' }).optional(),
+  limit: limitSchema(500, 50),
+  offset: OffsetSchema,
+});
+
+export const CreateLogBodySchema = z.object({
+  level: LogLevelSchema,
+  message: z.string({ error: 'Message is required' }).trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
+  context: z
+    .record(z.string(), z.unknown(), { error: 'Context must be an object' })
+    .refine((value) => JSON.stringify(value).length <= 16_000, { error: 'Context must be at most 16000 characters as JSON' })
+    .optional(),
+});
+
+export const LogsResponseSchema = z.object({ success: z.literal(true), data: z.array(LogEntrySchema), pagination: PaginationSchema });
+export const CreatedLogResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.string(), createdAt: z.iso.datetime() }),
+});
+
+export type LogEntry = z.infer<typeof LogEntrySchema>;
+export type ListLogsQuery = z.infer<typeof ListLogsQuerySchema>;
+export type CreateLogBody = z.infer<typeof CreateLogBodySchema>;
