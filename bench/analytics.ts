@@ -14,6 +14,7 @@ import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/
 import { generateApiKey } from '../src/lib/api-keys.ts';
 import { goal, printGoals } from './load.ts';
 import { seedEvents } from './seed.ts';
+import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench [-- --scales=1000000,10000000 --duration=10 --rounds=3 --connections=100 --set=NAME=value,...]
 //
@@ -48,7 +49,7 @@ const AGENTS = [
 const log = (line: string) => console.log(`[bench] ${line}`);
 
 async function startServer(mode: 'bare' | 'app', settings: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [path.join(ROOT, 'bench/server.ts'), mode, JSON.stringify(settings)], {
+  const child = spawn(process.execPath, [...serviceNodeFlags(), path.join(ROOT, 'bench/server.ts'), mode, JSON.stringify(settings)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -9,6 +9,7 @@ import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
+import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50]
 //
@@ -82,7 +83,7 @@ const TITLES: Record<Mode, string> = {
 
 async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, websiteId: string) {
   const serverMode = mode === 'bare' ? 'bare' : 'app';
-  const child: ChildProcess = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(ROOT, 'bench/server.ts'), serverMode, JSON.stringify(settings)], {
+  const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), '--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(ROOT, 'bench/server.ts'), serverMode, JSON.stringify(settings)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -7,6 +7,7 @@ import { scriptSettings } from './settings.ts';
 import { AUTH_BIN_VARIABLE, findAuthBinary } from './stack/auth-server.ts';
 import { ROOT } from './stack/database.ts';
 import { startStack, type Stack } from './stack/index.ts';
+import { serviceNodeFlags } from './service-flags.ts';
 
 // `npm run dev`: with no hosted Supabase configured, starts the local stack
 // (database portfolio_dev, SMTP sink, Supabase Auth behind its gateway when a
@@ -109,7 +110,7 @@ async function main() {
   }
 
   const { PORT: port, HOST: host } = given;
-  const server = spawn(process.execPath, [path.join(ROOT, 'src/server.ts')], { env, stdio: 'inherit' });
+  const server = spawn(process.execPath, [...serviceNodeFlags(), path.join(ROOT, 'src/server.ts')], { env, stdio: 'inherit' });
   const base = `http://${host}:${port}`;
   const lines: [string, string][] = [
     ['API', base],
