@@ -8,6 +8,7 @@ import autocannon from 'autocannon';
 import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { addDays, utcDay } from '../src/modules/analytics/dates.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { getTopPages, insertEventBatchElevated } from '../src/modules/analytics/queries.ts';
@@ -171,6 +172,13 @@ interface SummaryBody {
   data: { pageViews: number; uniqueVisitors: number; sessions: number; bounceRate: number };
 }
 
+async function getCsv(url: string, adminToken: string): Promise<string> {
+  const response = await fetch(url, { headers: { authorization: `Bearer ${adminToken}` } });
+  const text = await response.text();
+  if (response.status !== 200 || !text.startsWith('date,')) throw new Error(`${url}: ${response.status} ${text.slice(0, 200)}`);
+  return text;
+}
+
 async function getJson(url: string, apiKey: string): Promise<SummaryBody> {
   const response = await fetch(url, { headers: { 'x-api-key': apiKey } });
   if (response.status !== 200) throw new Error(`${url}: ${response.status} ${await response.text()}`);
@@ -221,12 +229,14 @@ async function main() {
   const children: ChildProcess[] = [];
   try {
     const [pg] = await sql`select current_setting('server_version') as version`;
+    const adminSecret = randomBytes(32).toString('hex');
+    const adminToken = await signLegacyAdminToken(adminSecret, 'bench-admin');
     const settings = {
       NODE_ENV: 'development',
       LOG_LEVEL: 'silent',
       // The app logs in as `authenticator`, as in production (README, Least privilege).
       DATABASE_URL: asLoginRole(stack.databaseUrl),
-      ADMIN_JWT_SECRET: randomBytes(32).toString('hex'),
+      ADMIN_JWT_SECRET: adminSecret,
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
       RATE_LIMIT_INGEST_PER_15MIN: '1000000000',
@@ -298,7 +308,12 @@ async function main() {
       writePathAlone: writePaths,
     };
 
-    // 2. Queries at scale.
+    // 2. Queries at scale, and the tracker script once (it does not depend on the data).
+    const trackerScriptHttp = await time(QUERY_RUNS, async () => {
+      const response = await fetch(`${app.url}/script.js`);
+      if (response.status !== 200) throw new Error(`/script.js: ${response.status}`);
+      return response.text();
+    });
     const queries = [];
     const today = utcDay(new Date());
     for (const events of SCALES) {
@@ -316,6 +331,8 @@ async function main() {
         summaryHttp: await time(QUERY_RUNS, () => getJson(summaryUrl, site.apiKey)),
         dailySeriesHttp: await time(QUERY_RUNS, () => getJson(seriesUrl, site.apiKey)),
         topPagesSql: await time(QUERY_RUNS, () => sql.begin((tx) => getTopPages(tx, range, 10))),
+        realtimeHttp: await time(QUERY_RUNS, () => getJson(`${app.url}/api/analytics/realtime?websiteId=${site.id}`, site.apiKey)),
+        dailySeriesCsvHttp: await time(QUERY_RUNS, () => getCsv(`${app.url}/api/analytics/date-range/export?websiteId=${site.id}`, adminToken)),
         rawScanForComparisonMs: 0,
         summary: { pageViews: summary.pageViews, uniqueVisitors: summary.uniqueVisitors, sessions: summary.sessions, bounceRate: summary.bounceRate },
       };
@@ -339,7 +356,7 @@ async function main() {
       platform: `${os.platform()} ${os.release()}`,
       note: 'load generator, servers and PostgreSQL share the same cores; PostgreSQL default settings, synchronous_commit on',
     };
-    const report = { date: new Date().toISOString(), machine, ingest, queries };
+    const report = { date: new Date().toISOString(), machine, ingest, trackerScriptHttp, queries };
     await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
     await writeFile(path.join(ROOT, 'bench/results/analytics.json'), `${JSON.stringify(report, null, 2)}\n`);
 
@@ -357,7 +374,10 @@ async function main() {
       ...queries.flatMap((q) => [
         goal(`summary, ${q.events.toLocaleString('en')} events`, `p50 ${q.summaryHttp.p50Ms} ms, p95 ${q.summaryHttp.p95Ms} ms (raw scan ${q.rawScanForComparisonMs} ms)`, 'from rollups', null),
         goal(`daily series, ${q.events.toLocaleString('en')} events`, `p50 ${q.dailySeriesHttp.p50Ms} ms, p95 ${q.dailySeriesHttp.p95Ms} ms`, 'from rollups', null),
+        goal(`daily series as CSV, ${q.events.toLocaleString('en')} events`, `p50 ${q.dailySeriesCsvHttp.p50Ms} ms, p95 ${q.dailySeriesCsvHttp.p95Ms} ms`, 'streamed', null),
+        goal(`live visitors, ${q.events.toLocaleString('en')} events`, `p50 ${q.realtimeHttp.p50Ms} ms, p95 ${q.realtimeHttp.p95Ms} ms`, 'last 5 minutes', null),
       ]),
+      goal('GET /script.js (the tracker)', `p50 ${trackerScriptHttp.p50Ms} ms, p95 ${trackerScriptHttp.p95Ms} ms`, 'cacheable', null),
     ]);
     console.log('\nWritten to bench/results/analytics.json');
     if (!ingest.acknowledgedEqualsCommitted) process.exitCode = 1;
