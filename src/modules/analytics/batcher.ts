@@ -4,7 +4,7 @@ import type { Config } from '../../config.ts';
 import { serviceUnavailable } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
-import { type EventRow, insertEventBatchElevated } from './queries.ts';
+import { type EventRow, insertEventBatchElevated } from './ingest-queries.ts';
 
 // The ingestion write path: events are written by group commit, one
 // multi-row INSERT per batch, and a request is answered only after the batch

@@ -1,54 +1,11 @@
-import type { ElevatedSql, Tx } from '../../plugins/db.ts';
+import type { Tx } from '../../plugins/db.ts';
 import type { DayRange } from './schemas.ts';
 
-// One query per function, named after what it returns. Reads come from the
-// per-day rollups (migration 20261121000510; docs/analytics.md shows why
-// each is exact over any range of days) and take the transaction of
-// `app.db.asActor`, so row-level security decides.
-
-/** An event as the batcher stores it. */
-export interface EventRow {
-  id: string;
-  websiteId: string;
-  eventType: string;
-  page: string;
-  referrer: string | null;
-  referrerHost: string | null;
-  userAgent: string;
-  deviceType: string;
-  sessionId: string;
-  userId: string | null;
-  visitorId: string;
-  country: string | null;
-  utmSource: string | null;
-  utmMedium: string | null;
-  utmCampaign: string | null;
-  metadata: Record<string, unknown>;
-  createdAt: Date;
-}
-
-/**
- * Elevated: one multi-row INSERT for a whole batch, the rows sent as one JSON
- * array (V8's JSON.stringify is the cheapest encoder at hand); the rollup
- * trigger runs in the same statement. Rows for websites that do not exist
- * are skipped, and the ids returned are the ones stored.
- */
-export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[]): Promise<Set<string>> {
-  const stored = await sql<{ id: string }[]>`
-    insert into public.analytics_events
-      (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
-       session_id, user_id, visitor_id, country, utm_source, utm_medium, utm_campaign, metadata, created_at)
-    select e.id, e."websiteId", e."eventType", e.page, e.referrer, e."referrerHost", e."userAgent", e."deviceType",
-           e."sessionId", e."userId", e."visitorId", e.country, e."utmSource", e."utmMedium", e."utmCampaign",
-           e.metadata, e."createdAt"
-      from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) as e (
-        id uuid, "websiteId" uuid, "eventType" text, page text, referrer text, "referrerHost" text, "userAgent" text,
-        "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, country text, "utmSource" text,
-        "utmMedium" text, "utmCampaign" text, metadata jsonb, "createdAt" timestamptz)
-     where exists (select 1 from public.websites w where w.id = e."websiteId")
-    returning id`;
-  return new Set(stored.map((row) => row.id));
-}
+// The reads: one query per function, named after what it returns (the write
+// path is ingest-queries.ts). They come from the per-day rollups (migration
+// 20261121000510; docs/analytics.md shows why each is exact over any range of
+// days) and take the transaction of `app.db.asActor`, so row-level security
+// decides.
 
 export interface DailyTotals {
   pageViews: number;
@@ -104,26 +61,31 @@ export async function getSessionTotals(tx: Tx, { websiteId, startDate, endDate }
   return { sessions: Number(row.sessions), bounces: Number(row.bounces), durationMs: Number(row.duration_ms) };
 }
 
-export async function getTopPages(tx: Tx, { websiteId, startDate, endDate }: DayRange, limit: number) {
-  const rows = await tx<{ page: string; views: string }[]>`
-    select page, sum(views) as views
-      from public.analytics_daily_pages
+/** The daily rollups a top list is read from: what each groups by and what it sums. */
+const TOP_LISTS = {
+  pages: { table: 'public.analytics_daily_pages', key: 'page', measure: 'views' },
+  referrers: { table: 'public.analytics_daily_referrers', key: 'source', measure: 'events' },
+} as const;
+
+/** The `limit` keys of a daily rollup with the largest sum over the range; ties by key. */
+async function getTopList(tx: Tx, list: keyof typeof TOP_LISTS, { websiteId, startDate, endDate }: DayRange, limit: number) {
+  const { table, key, measure } = TOP_LISTS[list];
+  const rows = await tx<{ key: string; total: string }[]>`
+    select ${tx(key)} as key, sum(${tx(measure)}) as total
+      from ${tx(table)}
      where website_id = ${websiteId} and day between ${startDate}::date and ${endDate}::date
-     group by page
-     order by sum(views) desc, page asc
+     group by 1
+     order by 2 desc, 1 asc
      limit ${limit}`;
-  return rows.map((row) => ({ page: row.page, views: Number(row.views) }));
+  return rows.map((row) => ({ key: row.key, total: Number(row.total) }));
 }
 
-export async function getTopReferrers(tx: Tx, { websiteId, startDate, endDate }: DayRange, limit: number) {
-  const rows = await tx<{ source: string; count: string }[]>`
-    select source, sum(events) as count
-      from public.analytics_daily_referrers
-     where website_id = ${websiteId} and day between ${startDate}::date and ${endDate}::date
-     group by source
-     order by sum(events) desc, source asc
-     limit ${limit}`;
-  return rows.map((row) => ({ source: row.source, count: Number(row.count) }));
+export async function getTopPages(tx: Tx, range: DayRange, limit: number) {
+  return (await getTopList(tx, 'pages', range, limit)).map(({ key, total }) => ({ page: key, views: total }));
+}
+
+export async function getTopReferrers(tx: Tx, range: DayRange, limit: number) {
+  return (await getTopList(tx, 'referrers', range, limit)).map(({ key, total }) => ({ source: key, count: total }));
 }
 
 /** Distinct sessions per device type (a session seen on two device types counts for both). */

@@ -1,0 +1,47 @@
+import type { ElevatedSql } from '../../plugins/db.ts';
+
+// The write path of ingestion: the batcher's one statement per batch.
+
+/** An event as the batcher stores it. */
+export interface EventRow {
+  id: string;
+  websiteId: string;
+  eventType: string;
+  page: string;
+  referrer: string | null;
+  referrerHost: string | null;
+  userAgent: string;
+  deviceType: string;
+  sessionId: string;
+  userId: string | null;
+  visitorId: string;
+  country: string | null;
+  utmSource: string | null;
+  utmMedium: string | null;
+  utmCampaign: string | null;
+  metadata: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/**
+ * Elevated: one multi-row INSERT for a whole batch, the rows sent as one JSON
+ * array (V8's JSON.stringify is the cheapest encoder at hand); the rollup
+ * trigger runs in the same statement. Rows for websites that do not exist
+ * are skipped, and the ids returned are the ones stored.
+ */
+export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[]): Promise<Set<string>> {
+  const stored = await sql<{ id: string }[]>`
+    insert into public.analytics_events
+      (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
+       session_id, user_id, visitor_id, country, utm_source, utm_medium, utm_campaign, metadata, created_at)
+    select e.id, e."websiteId", e."eventType", e.page, e.referrer, e."referrerHost", e."userAgent", e."deviceType",
+           e."sessionId", e."userId", e."visitorId", e.country, e."utmSource", e."utmMedium", e."utmCampaign",
+           e.metadata, e."createdAt"
+      from jsonb_to_recordset(${JSON.stringify(rows)}::text::jsonb) as e (
+        id uuid, "websiteId" uuid, "eventType" text, page text, referrer text, "referrerHost" text, "userAgent" text,
+        "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, country text, "utmSource" text,
+        "utmMedium" text, "utmCampaign" text, metadata jsonb, "createdAt" timestamptz)
+     where exists (select 1 from public.websites w where w.id = e."websiteId")
+    returning id`;
+  return new Set(stored.map((row) => row.id));
+}
