@@ -1,13 +1,11 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge, Registry, Summary } from 'prom-client';
 import type { Config } from '../config.ts';
-import { unauthorized } from '../lib/errors.ts';
 import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
-import { bearerToken } from './auth.ts';
+import { prometheusRoute } from './metrics-route.ts';
 import { type MetricsSample, type MetricsSnapshot, snapshotFrom } from './metrics-snapshot.ts';
 
 // Request and process metrics in a prom-client registry of this app's own (not
@@ -42,11 +40,6 @@ export interface MetricsOptions {
 
 const PERCENTILES = [0.5, 0.95, 0.99];
 const UNMATCHED = '(unmatched)';
-
-function sameSecret(given: string, expected: string): boolean {
-  const digest = (value: string) => createHash('sha256').update(value).digest();
-  return timingSafeEqual(digest(given), digest(expected));
-}
 
 export default fp<MetricsOptions>(
   async function metricsPlugin(app: FastifyInstance, { config, sampleIntervalMs = 1_000, historySeconds = 300 }) {
@@ -162,20 +155,7 @@ export default fp<MetricsOptions>(
 
     app.decorate('metrics', { registry, startedAt, snapshot, history: () => samples.slice() } satisfies Metrics);
 
-    // Prometheus text, only for a scraper holding METRICS_TOKEN; without the
-    // variable the route does not exist.
-    const token = config.METRICS_TOKEN;
-    if (token) {
-      app.get('/metrics', { config: { rateLimit: false, metrics: false }, schema: { hide: true } }, async (request, reply) => {
-        const given = bearerToken(request);
-        if (!given || !sameSecret(given, token)) {
-          // A scraper with the token is never limited; every wrong guess draws on the general budget.
-          await app.rateLimitGroups.general.call(app, request, reply, () => {});
-          throw unauthorized();
-        }
-        return reply.type(registry.contentType).send(await registry.metrics());
-      });
-    }
+    if (config.METRICS_TOKEN) prometheusRoute(app, registry, config.METRICS_TOKEN);
   },
   { name: 'metrics' },
 );

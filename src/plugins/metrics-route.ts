@@ -1,0 +1,25 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { unauthorized } from '../lib/errors.ts';
+import { bearerToken } from './auth.ts';
+
+// GET /metrics: the registry as Prometheus text, only for a scraper holding
+// METRICS_TOKEN; without the variable the route does not exist.
+
+function sameSecret(given: string, expected: string): boolean {
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+export function prometheusRoute(app: FastifyInstance, registry: Registry, token: string) {
+  app.get('/metrics', { config: { rateLimit: false, metrics: false }, schema: { hide: true } }, async function scrapeMetrics(request, reply) {
+    const given = bearerToken(request);
+    if (!given || !sameSecret(given, token)) {
+      // A scraper with the token is never limited; every wrong guess draws on the general budget.
+      await app.rateLimitGroups.general.call(app, request, reply, () => {});
+      throw unauthorized();
+    }
+    return reply.type(registry.contentType).send(await registry.metrics());
+  });
+}
