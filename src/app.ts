@@ -10,7 +10,7 @@ import { createAnalyticsService } from './modules/analytics/service.ts';
 import trackerRoutes from './modules/analytics/tracker/routes.ts';
 import statusRoutes from './modules/admin/status/routes.ts';
 import authRoutes from './modules/auth/routes.ts';
-import feedbackOutboxPlugin from './modules/feedback/outbox/worker.ts';
+import feedbackOutboxPlugin from './modules/feedback/outbox/plugin.ts';
 import feedbackRoutes from './modules/feedback/routes.ts';
 import healthRoutes from './modules/health/routes.ts';
 import logsRoutes from './modules/logs/routes.ts';

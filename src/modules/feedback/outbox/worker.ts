@@ -1,27 +1,25 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import fp from 'fastify-plugin';
+import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../../../config.ts';
 import type { ElevatedSql } from '../../../plugins/db.ts';
 import { retryDelayMs } from './backoff.ts';
-import { createMailTransport, DeliveryError, type MailTransport, SEND_TIMEOUT_MS } from './mail-transport.ts';
+import { DeliveryError, type MailTransport, SEND_TIMEOUT_MS } from './mail-transport.ts';
 import { adminUrl, renderFeedbackNotification } from './notification.ts';
 import {
   adminRecipientEmailsElevated,
   type ClaimedNotification,
   claimDueNotificationsElevated,
-  countOwedNotificationsElevated,
   giveUpNotificationElevated,
   markNotificationsSentElevated,
   scheduleNotificationRetryElevated,
 } from './queries.ts';
 
-// The worker that empties the feedback outbox (docs/feedback.md): started
-// when the app is ready, stopped before it closes. It claims a batch of due
-// rows in one statement, sends them a few at a time over the transport's
-// pooled connections, and marks the sent ones in one statement; a failure is
-// retried with exponential backoff until FEEDBACK_OUTBOX_MAX_ATTEMPTS, then
-// the row is kept as given up.
+// The worker that empties the feedback outbox (docs/feedback.md; plugin.ts
+// starts it when the app is ready and stops it before it closes). It claims
+// a batch of due rows in one statement, sends them a few at a time over the
+// transport's pooled connections, and marks the sent ones in one statement;
+// a failure is retried with exponential backoff until
+// FEEDBACK_OUTBOX_MAX_ATTEMPTS, then the row is kept as given up.
 
 /** Rows claimed at once. */
 export const CLAIM_BATCH = 50;
@@ -31,30 +29,13 @@ export const CLAIM_LEASE_MS = Math.ceil(CLAIM_BATCH / 2) * SEND_TIMEOUT_MS;
 /** An owed notification tried this many times means deliveries are failing. */
 export const FAILING_AFTER_ATTEMPTS = 3;
 
-export interface FeedbackOutbox {
-  /** The configured mail provider (Resend or SMTP), whether or not this instance runs the worker. */
-  readonly provider: MailTransport['name'] | null;
-  /** Which transport this instance sends with, or null when it sends nothing and rows wait. */
-  readonly transport: MailTransport['name'] | null;
-  /** Looks for due rows now instead of at the next poll. */
-  wake(): void;
-  /** Notifications owed by every instance, and how many keep failing. */
-  backlog(): Promise<{ owed: number; failing: number }>;
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    feedbackOutbox: FeedbackOutbox;
-  }
-}
-
 /** Stable per message: a retry of the same e-mail carries the same key, a changed e-mail a new one. */
 export function idempotencyKeyFor(outboxId: string, content: unknown): string {
   const digest = createHash('sha256').update(JSON.stringify(content)).digest('hex').slice(0, 16);
   return `feedback-notification-${outboxId}-${digest}`;
 }
 
-function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport, log: FastifyBaseLogger) {
+export function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport, log: FastifyBaseLogger) {
   const base = adminUrl(config);
   const backoff = { baseMs: config.FEEDBACK_OUTBOX_RETRY_BASE_MS, maxMs: config.FEEDBACK_OUTBOX_RETRY_MAX_MS };
   let timer: NodeJS.Timeout | undefined;
@@ -150,40 +131,3 @@ function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport
     },
   };
 }
-
-/**
- * Whether this instance runs the worker: FEEDBACK_OUTBOX_WORKER, else on
- * outside tests. Test apps share one database, so only the tests of the
- * worker itself turn it on; an API-only instance may turn it off.
- */
-export function outboxWorkerEnabled(config: Config): boolean {
-  return config.FEEDBACK_OUTBOX_WORKER ?? config.NODE_ENV !== 'test';
-}
-
-export default fp<{ config: Config }>(
-  async function feedbackOutboxPlugin(app: FastifyInstance, { config }) {
-    const log = app.log.child({ module: 'feedback-outbox' });
-    const transport = createMailTransport(config);
-    const provider = transport?.name ?? null;
-    const backlog = () => countOwedNotificationsElevated(app.db.sql, FAILING_AFTER_ATTEMPTS);
-    if (!transport || !outboxWorkerEnabled(config)) {
-      transport?.close();
-      app.decorate('feedbackOutbox', { provider, transport: null, wake() {}, backlog });
-      app.addHook('onReady', async () =>
-        transport
-          ? log.info('feedback outbox worker off in this instance (FEEDBACK_OUTBOX_WORKER)')
-          : log.warn('no e-mail transport (RESEND_API_KEY or SMTP_URL): feedback notifications wait in the outbox'),
-      );
-      return;
-    }
-    const worker = createWorker(app.db.sql, config, transport, log);
-    app.decorate('feedbackOutbox', { provider, transport: transport.name, wake: worker.wake, backlog });
-    app.addHook('onReady', async () => worker.start());
-    // Before onClose, where the database pool closes: the pass in flight ends first.
-    app.addHook('preClose', async () => {
-      await worker.stop();
-      transport.close();
-    });
-  },
-  { name: 'feedback-outbox', dependencies: ['db'] },
-);
