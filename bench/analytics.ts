@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { goal, printGoals } from './load.ts';
+import { goal, percentile, printGoals, ratio, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
@@ -61,13 +61,6 @@ async function startServer(mode: 'bare' | 'app', settings: Record<string, string
     return { url: `http://127.0.0.1:${port}`, child };
   }
   throw new Error(`${mode} server exited before listening`);
-}
-
-async function stopServer(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
 }
 
 interface LoadResult {
@@ -144,16 +137,10 @@ async function createWebsite(sql: postgres.Sql, name: string) {
   return { id: row.id as string, apiKey: key.key };
 }
 
-const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
-
 /** The run with the median throughput (its latencies come with it). */
 function medianRun(results: LoadResult[]): LoadResult {
   const sorted = [...results].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
   return sorted[Math.floor((sorted.length - 1) / 2)];
-}
-
-function percentile(sorted: number[], p: number) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
 async function time(runs: number, work: () => Promise<unknown>) {

@@ -1,13 +1,14 @@
-import { execFileSync } from 'node:child_process';
+import { type ChildProcess, execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import autocannon from 'autocannon';
 
-// Load generation and measurement for bench/read.ts. autocannon drives the
-// requests; latencies come from its per-response event (float milliseconds
-// from hrtime), because its own histogram keeps whole milliseconds, too
-// coarse for a 5 ms target. autocannon's p99 is kept beside ours: under a
-// fixed rate it adds coordinated-omission samples, ours are the raw times.
+// Load generation, measurement and reporting for the benchmarks. autocannon
+// drives the requests; latencies come from its per-response event (float
+// milliseconds from hrtime), because its own histogram keeps whole
+// milliseconds, too coarse for a 5 ms target. autocannon's p99 is kept beside
+// ours: under a fixed rate it adds coordinated-omission samples, ours are the
+// raw times.
 
 export interface Measured {
   requestsPerSecond: number;
@@ -26,6 +27,17 @@ export interface Measured {
 }
 
 const round2 = (value: number) => Math.round(value * 100) / 100;
+
+/** a ÷ b to two decimals: how the benchmarks state a goal's ratio. */
+export const ratio = (a: number, b: number) => round2(a / b);
+
+/** Stops a benchmark's server process and waits until it has exited. */
+export async function stopServer(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;

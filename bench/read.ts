@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, rssMiB, slopePerMinute } from './load.ts';
+import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
@@ -63,13 +63,6 @@ async function startServer(settings: Record<string, string>, adminUserId: string
   throw new Error('read server exited before listening');
 }
 
-async function stopServer(child: ChildProcess) {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
-
 /** An admin (auth.users row as the auth server writes it, plus the role), N feedback rows, a website. */
 async function seed(sql: postgres.Sql) {
   const adminUserId = randomUUID();
@@ -94,8 +87,6 @@ async function seed(sql: postgres.Sql) {
     values ('Soak site', 'soak.example.test', ${key.hash}, ${key.prefix}) returning id`;
   return { adminUserId, websiteId: website.id as string };
 }
-
-const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
 
 function average(a: Measured, b: Measured): Measured {
   const mean = (x: number, y: number) => Math.round(((x + y) / 2) * 100) / 100;
