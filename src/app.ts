@@ -24,11 +24,11 @@ import errorsPlugin, { errorHandler } from './plugins/errors.ts';
 import gracefulPlugin from './plugins/graceful.ts';
 import jsonBodyPlugin from './plugins/json-body.ts';
 import metricsPlugin from './plugins/metrics.ts';
-import openApiPlugin from './plugins/openapi.ts';
+import openApiPlugin, { docsPage } from './plugins/openapi.ts';
 import rateLimitPlugin, { type RateLimitOptions } from './plugins/rate-limit.ts';
 import refusalLogPlugin from './plugins/refusal-log.ts';
 import requestLogPlugin, { requestIdFor } from './plugins/request-log.ts';
-import securityPlugin from './plugins/security.ts';
+import securityPlugin, { pageSecurityPlugin } from './plugins/security.ts';
 import supabasePlugin from './plugins/supabase.ts';
 
 export const VERSION = '0.1.0';
@@ -102,13 +102,19 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(websitesRoutes, { prefix: '/api/websites' });
   await fastify.register(analyticsRoutes, { prefix: '/api/analytics', config });
   await fastify.register(trackerRoutes);
-  // The dashboard shows the analytics module's live count without importing it.
+  // The HTML pages, in a scope of their own that alone gets helmet's policy
+  // (plugins/security.ts). The dashboard shows the analytics module's live
+  // count without importing it.
   const analytics = createAnalyticsService({ db: fastify.db });
-  await fastify.register(statusRoutes, {
-    prefix: '/admin/status',
-    config,
-    version: VERSION,
-    activeVisitors: (caller) => analytics.activeVisitors(caller, undefined),
+  await fastify.register(async function htmlPages(pages) {
+    await pages.register(pageSecurityPlugin, { config });
+    await docsPage(pages);
+    await pages.register(statusRoutes, {
+      prefix: '/admin/status',
+      config,
+      version: VERSION,
+      activeVisitors: (caller) => analytics.activeVisitors(caller, undefined),
+    });
   });
 }
 

@@ -68,6 +68,19 @@ describe('app foundation', () => {
     }
   });
 
+  it("a page's answer refused before the page is reached is data, and carries the data set", async () => {
+    const limited = await buildTestApp({ RATE_LIMIT_GENERAL_PER_15MIN: '1' });
+    try {
+      await limited.inject({ method: 'GET', url: '/admin/status' });
+      const refused = await limited.inject({ method: 'GET', url: '/admin/status' });
+      expect(refused.statusCode).toBe(429);
+      expect(refused.headers['content-security-policy']).toBe("default-src 'none'; frame-ancestors 'none'");
+      expect(refused.headers['x-frame-options']).toBe('DENY');
+    } finally {
+      await limited.close();
+    }
+  });
+
   it('allows CORS for the configured origin with credentials', async () => {
     const preflight = await app.inject({
       method: 'OPTIONS',

@@ -21,7 +21,11 @@ export default fp<{ version: string }>(
       },
       transform: jsonSchemaTransform,
     });
-    await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { deepLinking: true } });
   },
   { name: 'openapi' },
 );
+
+/** The /docs explorer: an HTML page, so app.ts registers it in the pages' scope. */
+export async function docsPage(pages: FastifyInstance) {
+  await pages.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { deepLinking: true } });
+}

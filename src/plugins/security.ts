@@ -8,16 +8,13 @@ import type { Config } from '../config.ts';
 // credentials; a request from any other origin gets no CORS headers at all.
 //
 // Two header sets. The HTML pages (the /admin/status dashboard and the /docs
-// explorer) get helmet's full policy, which protects documents: scripts only
-// from this origin, framing, DNS prefetch, opener isolation. Everything else
-// is data (JSON, CSV, images, the tracker script), which a browser never runs
-// as a page: it gets a short fixed set that forbids every use as a document.
-// Built once, applied in one hook; helmet's eleven headers (900 bytes) on
-// every JSON answer were the largest single cost of the plugin stack
-// (docs/performance.md).
-
-/** URL prefixes of the routes that serve HTML pages. */
-export const PAGE_PREFIXES = ['/admin/status', '/docs'];
+// explorer, registered in a scope of their own) get helmet's full policy,
+// which protects documents: scripts only from this origin, framing, DNS
+// prefetch, opener isolation. Everything else is data (JSON, CSV, images, the
+// tracker script), which a browser never runs as a page: it gets a short
+// fixed set that forbids every use as a document. Built once, applied in one
+// hook; helmet's eleven headers (900 bytes) on every JSON answer were the
+// largest single cost of the plugin stack (docs/performance.md).
 
 /** HSTS as helmet sends it: one year, subdomains included; production only (served over TLS). */
 const HSTS = 'max-age=31536000; includeSubDomains';
@@ -34,23 +31,31 @@ export function dataHeaders(production: boolean): Record<string, string> {
   };
 }
 
-const isPage = (url: string) => PAGE_PREFIXES.some((prefix) => url === prefix || url.startsWith(`${prefix}/`));
+/**
+ * Registered inside the scope that holds the HTML pages (app.ts): helmet's
+ * full policy there, in place of the data set. An answer refused before the
+ * page's own hooks run (a 429 from the rate limiter) is a JSON error, and
+ * keeps the data set. Outside this scope helmet adds no hook at all.
+ */
+export const pageSecurityPlugin = fp<{ config: Config }>(
+  async function pageSecurity(pages: FastifyInstance, { config }) {
+    const production = config.NODE_ENV === 'production';
+    const dataHeaderNames = Object.keys(dataHeaders(production));
+    // Before helmet's own hooks: removeHeader also removes what helmet sets.
+    pages.addHook('onRequest', function yieldToHelmet(_request, reply, done) {
+      for (const name of dataHeaderNames) reply.removeHeader(name);
+      done();
+    });
+    await pages.register(helmet, { hsts: production });
+  },
+  { name: 'page-security' },
+);
 
 export default fp<{ config: Config }>(
   async function securityPlugin(app: FastifyInstance, { config }) {
-    const production = config.NODE_ENV === 'production';
-    // Registered before @fastify/helmet, so this runs before its own onRoute
-    // hook turns `helmet` into the route's configuration.
-    app.addHook('onRoute', (route) => {
-      if (route.helmet === undefined && isPage(route.url)) route.helmet = {};
-    });
-    // global: false — helmet applies only to the routes marked above.
-    await app.register(helmet, { global: false, hsts: production });
-
-    const headers = dataHeaders(production);
-    const applyDataHeaders: onRequestHookHandler = function applyDataHeaders(request, reply, done) {
-      // @fastify/helmet keeps a page's policy in its route config.
-      if ((request.routeOptions.config as { helmet?: unknown }).helmet === undefined) reply.headers(headers);
+    const headers = dataHeaders(config.NODE_ENV === 'production');
+    const applyDataHeaders: onRequestHookHandler = function applyDataHeaders(_request, reply, done) {
+      reply.headers(headers);
       done();
     };
     app.addHook('onRequest', applyDataHeaders);
