@@ -70,7 +70,7 @@ export default fp<MetricsOptions>(
       percentiles: PERCENTILES,
       registers,
     });
-    // The dashboard's last-minute percentiles (lib/latency-window.ts), read out as gauges.
+    // The dashboard's last-minute percentiles (lib/latency-window.ts), also read out as gauges.
     const recent = new LatencyWindow(60, 6);
     const recentLatencyMs = () => {
       const [p50, p95, p99] = recent.percentiles(PERCENTILES.map((q) => q * 100));
@@ -82,11 +82,10 @@ export default fp<MetricsOptions>(
       labelNames: ['quantile'] as const,
       registers,
       collect() {
-        const values = recent.percentiles(PERCENTILES.map((q) => q * 100));
-        PERCENTILES.forEach((quantile, index) => {
-          const ms = values[index];
+        const { p50, p95, p99 } = recentLatencyMs();
+        for (const [quantile, ms] of [[0.5, p50], [0.95, p95], [0.99, p99]] as const) {
           if (ms !== null) this.set({ quantile: String(quantile) }, ms / 1000);
-        });
+        }
       },
     });
     const gauge = (name: string, help: string, read: () => number) =>
