@@ -62,6 +62,21 @@ for (const store of ['memory', 'redis'] as const) {
       expect(other.statusCode).toBe(200);
     });
 
+    it('the budget headers come with the refusal, not with every answer', async () => {
+      const ip = '203.0.113.15';
+      for (let i = 0; i < 5; i += 1) {
+        const allowed = await app.inject({ method: 'POST', url: '/t/reset', remoteAddress: ip });
+        expect(allowed.statusCode).toBe(200);
+        expect(Object.keys(allowed.headers).filter((name) => name.startsWith('x-ratelimit') || name === 'retry-after')).toEqual([]);
+      }
+      const refused = await app.inject({ method: 'POST', url: '/t/reset', remoteAddress: ip });
+      expect(refused.statusCode).toBe(429);
+      expect(refused.headers['x-ratelimit-limit']).toBe('5');
+      expect(refused.headers['x-ratelimit-remaining']).toBe('0');
+      expect(refused.headers['x-ratelimit-reset']).toBe(refused.headers['retry-after']);
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    });
+
     it('password reset allows 5 per minute per IP, apart from the auth budget', async () => {
       const ip = '203.0.113.20';
       for (let i = 0; i < 5; i += 1) {

@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import type { FastifyRateLimitOptions, FastifyRateLimitStore, FastifyRateLimitStoreCtor } from '@fastify/rate-limit';
+import type { FastifyRateLimitStore } from '@fastify/rate-limit';
 import type { Redis } from 'ioredis';
 
 // A rate-limit store for @fastify/rate-limit that counts in Redis while Redis
@@ -89,14 +89,15 @@ class FallbackStore implements Store {
   }
 }
 
-/** The store constructor @fastify/rate-limit takes as `store`. */
-export function fallbackStoreClass(options: FallbackOptions): FastifyRateLimitStoreCtor {
-  return class extends FallbackStore {
-    // The plugin passes its merged settings, which carry these two flags.
-    constructor(params: FastifyRateLimitOptions & { continueExceeding?: boolean; exponentialBackoff?: boolean }) {
-      const continueExceeding = params.continueExceeding ?? false;
-      const exponentialBackoff = params.exponentialBackoff ?? false;
-      super(new RedisStore(continueExceeding, exponentialBackoff, options.redis, options.nameSpace), new LocalStore(continueExceeding, exponentialBackoff), options);
-    }
-  };
+/** A counter of requests per key and time window: @fastify/rate-limit's store interface. */
+export type RateStore = Store;
+
+/** Counts in this process only (the library's in-memory store: an LRU of 5,000 keys). */
+export function localRateStore(): RateStore {
+  return new LocalStore(false, false);
+}
+
+/** Counts in Redis while it answers within the deadline, in this process meanwhile. */
+export function redisRateStore(options: FallbackOptions): RateStore {
+  return new FallbackStore(new RedisStore(false, false, options.redis, options.nameSpace), localRateStore(), options);
 }

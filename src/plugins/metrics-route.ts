@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { unauthorized } from '../lib/errors.ts';
 import { bearerToken } from './auth.ts';
+import { drawOn } from './rate-limit.ts';
 
 // GET /metrics: the registry as Prometheus text, only for a scraper holding
 // METRICS_TOKEN; without the variable the route does not exist.
@@ -17,7 +18,7 @@ export function prometheusRoute(app: FastifyInstance, registry: Registry, token:
     const given = bearerToken(request);
     if (!given || !sameSecret(given, token)) {
       // A scraper with the token is never limited; every wrong guess draws on the general budget.
-      await app.rateLimitGroups.general.call(app, request, reply, () => {});
+      await drawOn(app.rateLimitGroups.general, request, reply);
       throw unauthorized();
     }
     return reply.type(registry.contentType).send(await registry.metrics());

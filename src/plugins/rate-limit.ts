@@ -1,9 +1,8 @@
-import rateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import { RateLimitError } from '../lib/errors.ts';
-import { fallbackStoreClass } from '../lib/fallback-rate-store.ts';
+import { type RateStore, localRateStore, redisRateStore } from '../lib/fallback-rate-store.ts';
 import { redactUrl } from '../lib/redact.ts';
 import type { Config } from '../config.ts';
 
@@ -18,6 +17,11 @@ import type { Config } from '../config.ts';
 // route's own onRequest hooks: a request is counted before any token, admin
 // secret or API key is looked at, and a guess over budget costs no
 // verification and no database work.
+//
+// The counting is @fastify/rate-limit's own stores (in memory, in Redis); the
+// hook that draws on them is ours, a callback: it runs on every request, and
+// the plugin's own handler made four promises a request even when the count
+// is in memory and synchronous (docs/performance.md).
 
 const MINUTE = 60_000;
 /** After Redis fails or misses its deadline, how long counting stays in the process before Redis is asked again. */
@@ -41,20 +45,38 @@ export interface RateLimitOptions {
   redisNamespace?: string;
 }
 
-type Limiter = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+type Limiter = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
+
+/** One budget: `max` requests per `timeWindow` ms per client address, counted in `store`. */
+function budget(name: RateLimitGroup | 'general', max: number, timeWindow: number, store: RateStore): Limiter {
+  return function drawOnBudget(request, reply, done) {
+    store.incr(
+      `${name}:${request.ip}`,
+      (error, count) => {
+        if (error || !count) return done(error ?? new Error('rate-limit store gave no count'));
+        const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
+        if (count.current <= max) return done();
+        request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded');
+        reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', 0).header('x-ratelimit-reset', resetSeconds);
+        reply.header('retry-after', resetSeconds);
+        done(new RateLimitError(resetSeconds));
+      },
+      timeWindow,
+      max,
+    );
+  };
+}
 
 export default fp<RateLimitOptions & { config: Config }>(
   async function rateLimitPlugin(app: FastifyInstance, { config, redisNamespace = config.RATE_LIMIT_REDIS_PREFIX }) {
-    const redis = config.REDIS_URL
-      ? new Redis(config.REDIS_URL, {
-          connectTimeout: 2_000,
-          commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
-          maxRetriesPerRequest: 1,
-          enableOfflineQueue: true,
-        })
-      : undefined;
-    let store;
-    if (redis) {
+    let newStore: () => RateStore = localRateStore;
+    if (config.REDIS_URL) {
+      const redis = new Redis(config.REDIS_URL, {
+        connectTimeout: 2_000,
+        commandTimeout: config.REDIS_COMMAND_TIMEOUT_MS,
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: true,
+      });
       // While Redis is down every reconnect attempt errors; say so now and then, not each time.
       let lastWarned = 0;
       const warn = (error: Error) => {
@@ -72,55 +94,43 @@ export default fp<RateLimitOptions & { config: Config }>(
       });
       // Counts in Redis while it answers within the deadline; otherwise in this
       // process for a while (never uncounted), then asks Redis again.
-      store = fallbackStoreClass({
+      const fallback = {
         redis,
         nameSpace: redisNamespace,
         deadlineMs: config.REDIS_COMMAND_TIMEOUT_MS,
         localForMs: REDIS_RETRY_AFTER_MS,
         state: { localUntil: 0, onFailure: warn },
-      });
+      };
+      newStore = () => redisRateStore(fallback);
     }
 
-    await app.register(rateLimit, {
-      // No per-route hooks: the one root hook below counts every request first.
-      global: false,
-      max: config.RATE_LIMIT_GENERAL_PER_15MIN,
-      timeWindow: 15 * MINUTE,
-      store,
-      // The store never fails (it falls back to counting in the process); were it to, refuse nothing silently.
-      skipOnError: false,
-      keyGenerator: (request: FastifyRequest) => `general:${request.ip}`,
-      errorResponseBuilder: (_request, context) => new RateLimitError(Math.max(1, Math.ceil(context.ttl / 1000))),
-      // Output only: the 429 itself is counted with the other refusals (plugins/refusal-log.ts).
-      onExceeded: (request) => request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded'),
-    });
-
-    const limiter = (name: RateLimitGroup | 'general', max: number, timeWindow: number) =>
-      app.rateLimit({ max, timeWindow, keyGenerator: (request: FastifyRequest) => `${name}:${request.ip}` }) as unknown as Limiter;
-
     const groups: Record<RateLimitGroup, Limiter> = {
-      auth: limiter('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE),
-      passwordReset: limiter('passwordReset', config.RATE_LIMIT_RESET_PER_MIN, MINUTE),
-      feedback: limiter('feedback', config.RATE_LIMIT_FEEDBACK_PER_15MIN, 15 * MINUTE),
-      ingest: limiter('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE),
+      auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore()),
+      passwordReset: budget('passwordReset', config.RATE_LIMIT_RESET_PER_MIN, MINUTE, newStore()),
+      feedback: budget('feedback', config.RATE_LIMIT_FEEDBACK_PER_15MIN, 15 * MINUTE, newStore()),
+      ingest: budget('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE, newStore()),
     };
-    const general = limiter('general', config.RATE_LIMIT_GENERAL_PER_15MIN, 15 * MINUTE);
+    const general = budget('general', config.RATE_LIMIT_GENERAL_PER_15MIN, 15 * MINUTE, newStore());
     app.decorate('rateLimitGroups', { ...groups, general } as Record<RateLimitGroup | 'general', onRequestHookHandler>);
 
     // Unknown routes are counted too (general budget): scanning costs budget.
-    app.addHook('onRequest', async function countRequest(request, reply) {
-      const { rateLimit: routeLimit, rateLimitGroup } = request.routeOptions.config as {
-        rateLimit?: unknown;
-        rateLimitGroup?: RateLimitGroup;
-      };
-      if (rateLimitGroup) return groups[rateLimitGroup](request, reply);
+    app.addHook('onRequest', function countRequest(request, reply, done) {
+      const { rateLimit, rateLimitGroup } = request.routeOptions.config as { rateLimit?: unknown; rateLimitGroup?: RateLimitGroup };
+      if (rateLimitGroup) return groups[rateLimitGroup](request, reply, done);
       // `rateLimit: false` without a group: exempt (GET /health; GET /metrics counts its own refusals).
-      if (routeLimit === false) return;
-      return general(request, reply);
+      if (rateLimit === false) return done();
+      general(request, reply, done);
     });
   },
   { name: 'rate-limit' },
 );
+
+/** Draws one request on a budget from inside a handler: resolves when allowed, rejects with the 429 when over it. */
+export function drawOn(limiter: onRequestHookHandler, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return new Promise((resolve, reject) => {
+    (limiter as Limiter)(request, reply, (error) => (error ? reject(error) : resolve()));
+  });
+}
 
 /** Route options that put a route in a named group instead of the general budget. */
 export function inRateLimitGroup(_app: FastifyInstance, name: RateLimitGroup) {
