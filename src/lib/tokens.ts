@@ -1,4 +1,6 @@
+import type { webcrypto } from 'node:crypto';
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from 'jose';
+import { LRUCache } from 'lru-cache';
 
 // Access tokens are verified here, locally, without a call to the auth
 // server: HS256 with the project's JWT secret, or an asymmetric key from the
@@ -9,6 +11,15 @@ export const LEGACY_ADMIN_TOKEN_TTL = '24h';
 /** SPEC 5.5: the legacy token lives 24 hours; a longer-lived one is refused. */
 export const LEGACY_ADMIN_TOKEN_MAX_LIFETIME_S = 24 * 3600;
 const CLOCK_TOLERANCE_S = 5;
+/**
+ * A token that verified is remembered, by its exact text, for at most this
+ * long and never past its own expiry: a front end sends the same access token
+ * with every request for up to an hour, and each verification cost about 80
+ * µs of WebCrypto (docs/performance.md). Only what verified is kept; sign-out
+ * is still seen, because the session is checked on every request (plugins/auth.ts).
+ */
+const VERIFIED_TTL_MS = 60_000;
+const VERIFIED_MAX = 5_000;
 const ASYMMETRIC = ['ES256', 'RS256', 'EdDSA'] as const;
 
 export class InvalidTokenError extends Error {}
@@ -53,9 +64,15 @@ export type VerifiedToken =
 
 const encoder = new TextEncoder();
 
+/** An HS256 secret as a CryptoKey made once (given the raw bytes, jose imports the key again on every verification). */
+function hmacKey(secret: string): Promise<webcrypto.CryptoKey> {
+  return crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+}
+
 export function createTokenVerifier(options: TokenVerifierOptions) {
-  const hsKey = options.jwtSecret ? encoder.encode(options.jwtSecret) : undefined;
-  const adminKey = options.adminJwtSecret ? encoder.encode(options.adminJwtSecret) : undefined;
+  const hsKey = options.jwtSecret ? hmacKey(options.jwtSecret) : undefined;
+  const adminKey = options.adminJwtSecret ? hmacKey(options.adminJwtSecret) : undefined;
+  const verified = new LRUCache<string, VerifiedToken>({ max: VERIFIED_MAX, ttl: VERIFIED_TTL_MS });
   const jwks = options.supabaseUrl
     ? createRemoteJWKSet(new URL('auth/v1/.well-known/jwks.json', options.supabaseUrl.replace(/\/?$/, '/')), {
         cooldownDuration: 30_000,
@@ -69,7 +86,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
     const common = { audience: 'authenticated', clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['sub', 'exp', 'session_id'] };
     if (alg === 'HS256') {
       if (!hsKey) throw new InvalidTokenError('HS256 tokens are not accepted: no JWT secret configured');
-      return (await jwtVerify(token, hsKey, { ...common, algorithms: ['HS256'] })).payload as SupabaseClaims;
+      return (await jwtVerify(token, await hsKey, { ...common, algorithms: ['HS256'] })).payload as SupabaseClaims;
     }
     if ((ASYMMETRIC as readonly string[]).includes(alg) && jwks) {
       try {
@@ -84,7 +101,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
 
   async function verifyLegacyAdmin(token: string): Promise<LegacyAdminClaims> {
     if (!adminKey) throw new InvalidTokenError('legacy admin tokens are not accepted: no ADMIN_JWT_SECRET configured');
-    const { payload } = await jwtVerify(token, adminKey, {
+    const { payload } = await jwtVerify(token, await adminKey, {
       algorithms: ['HS256'],
       clockTolerance: CLOCK_TOLERANCE_S,
       // jose checks that iat is a number and not in the future (beyond the tolerance).
@@ -102,7 +119,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
   }
 
   /** Verifies a bearer token of either kind; throws InvalidTokenError when it is not acceptable. */
-  return async function verify(token: string): Promise<VerifiedToken> {
+  async function verifyToken(token: string): Promise<VerifiedToken> {
     let alg: string;
     let unverified: JWTPayload;
     try {
@@ -121,6 +138,18 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
       throw new InvalidTokenError((error as Error).message);
     }
+  }
+
+  /** verifyToken, answered from memory for a token that verified in the last minute and has not expired since. */
+  return async function verify(token: string): Promise<VerifiedToken> {
+    const known = verified.get(token);
+    if (known) return known;
+    const result = await verifyToken(token);
+    // Frozen: every request with this token shares the one claims object.
+    Object.freeze(result.claims);
+    const untilExpiryMs = (result.claims.exp as number) * 1000 - Date.now();
+    if (untilExpiryMs > 0) verified.set(token, result, { ttl: Math.min(VERIFIED_TTL_MS, untilExpiryMs) });
+    return result;
   };
 }
 

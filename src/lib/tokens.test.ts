@@ -1,0 +1,42 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { createTokenVerifier, InvalidTokenError, signLegacyAdminToken } from './tokens.ts';
+
+// The verifier remembers tokens that verified (by their exact text); what it
+// remembers must never outlive the token, and nothing else may be remembered.
+
+const secret = randomBytes(32).toString('hex');
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('a remembered token', () => {
+  it('is refused once it has expired (past the 5 s clock tolerance), though it was accepted before', async () => {
+    const verify = createTokenVerifier({ adminJwtSecret: secret });
+    const token = await signLegacyAdminToken(secret, 'admin-1', '1s');
+    expect(await verify(token)).toMatchObject({ kind: 'legacy-admin', claims: { userId: 'admin-1' } });
+    expect(await verify(token)).toMatchObject({ kind: 'legacy-admin', claims: { userId: 'admin-1' } });
+    await sleep(6_500);
+    await expect(verify(token)).rejects.toBeInstanceOf(InvalidTokenError);
+  }, 15_000);
+
+  it('does not vouch for another text: a changed signature or payload is verified, and refused', async () => {
+    const verify = createTokenVerifier({ adminJwtSecret: secret });
+    const token = await signLegacyAdminToken(secret, 'admin-2');
+    await verify(token);
+    const [header, payload, signature] = token.split('.');
+    const otherSignature = `${header}.${payload}.${signature.slice(0, -2)}${signature.endsWith('AA') ? 'BB' : 'AA'}`;
+    await expect(verify(otherSignature)).rejects.toBeInstanceOf(InvalidTokenError);
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
+    const otherPayload = `${header}.${Buffer.from(JSON.stringify({ ...claims, userId: 'someone-else' })).toString('base64url')}.${signature}`;
+    await expect(verify(otherPayload)).rejects.toBeInstanceOf(InvalidTokenError);
+    // The original is still accepted, and its claims cannot be changed by a caller.
+    const again = await verify(token);
+    expect(again.claims.userId).toBe('admin-2');
+    expect(Object.isFrozen(again.claims)).toBe(true);
+  });
+
+  it('is refused by a verifier with another secret (memory is per verifier)', async () => {
+    const token = await signLegacyAdminToken(secret, 'admin-3');
+    await createTokenVerifier({ adminJwtSecret: secret })(token);
+    await expect(createTokenVerifier({ adminJwtSecret: randomBytes(32).toString('hex') })(token)).rejects.toBeInstanceOf(InvalidTokenError);
+  });
+});
