@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { goal, percentile, printGoals, ratio, stopServer } from './load.ts';
+import { goal, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
@@ -137,6 +137,8 @@ async function createWebsite(sql: postgres.Sql, name: string) {
   return { id: row.id as string, apiKey: key.key };
 }
 
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)];
+
 /** The run with the median throughput (its latencies come with it). */
 function medianRun(results: LoadResult[]): LoadResult {
   const sorted = [...results].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
@@ -245,20 +247,23 @@ async function main() {
     const perRequest = await startServer('app', { ...settings, ANALYTICS_BATCH_MAX_ROWS: '1', ANALYTICS_BATCH_MAX_IN_FLIGHT: '10', DATABASE_POOL_MAX: '10' });
     children.push(bare.child, app.child, perRequest.child);
     type Target = 'bare' | 'noop' | 'ingest' | 'perRequest';
-    const targets: Record<Target, { url: string; route?: string }> = {
-      bare: { url: bare.url },
-      noop: { url: app.url, route: '/bench/noop' },
-      ingest: { url: app.url },
-      perRequest: { url: perRequest.url },
+    const targets: Record<Target, { url: string; pid: number; route?: string }> = {
+      bare: { url: bare.url, pid: bare.child.pid! },
+      noop: { url: app.url, pid: app.child.pid!, route: '/bench/noop' },
+      ingest: { url: app.url, pid: app.child.pid! },
+      perRequest: { url: perRequest.url, pid: perRequest.child.pid! },
     };
     const order = Object.keys(targets) as Target[];
     for (const name of order) await load(targets[name].url, ingestSite.id, WARMUP_S, targets[name].route);
-    const runs: Record<Target, LoadResult[]> = { bare: [], noop: [], ingest: [], perRequest: [] };
+    // Each run also carries the server process's CPU (all threads) per request; PostgreSQL's is not in it.
+    const runs: Record<Target, (LoadResult & { serverCpuUsPerRequest: number })[]> = { bare: [], noop: [], ingest: [], perRequest: [] };
     for (let round = 0; round < ROUNDS; round += 1) {
       const turned = [...order.slice(round % order.length), ...order.slice(0, round % order.length)];
       for (const name of turned) {
         log(`round ${round + 1}/${ROUNDS}: ${name}, ${DURATION_S}s at ${CONNECTIONS} connections`);
-        runs[name].push(await load(targets[name].url, ingestSite.id, DURATION_S, targets[name].route));
+        const { url, route, pid } = targets[name];
+        const { result, cpuUsPerRequest } = await serverCpuPerRequest(pid, () => load(url, ingestSite.id, DURATION_S, route), (run) => run.total);
+        runs[name].push({ ...result, serverCpuUsPerRequest: cpuUsPerRequest });
       }
     }
     await stopServer(bare.child);
@@ -286,6 +291,8 @@ async function main() {
       appPluginStackNoop: { ...noopResult, acknowledgedIds: undefined },
       rounds: ROUNDS,
       runsRequestsPerSecond: Object.fromEntries(order.map((name) => [name, runs[name].map((run) => run.requestsPerSecond)])),
+      runsServerCpuUsPerRequest: Object.fromEntries(order.map((name) => [name, runs[name].map((run) => run.serverCpuUsPerRequest)])),
+      serverCpuUsPerRequest: Object.fromEntries(order.map((name) => [name, median(runs[name].map((run) => run.serverCpuUsPerRequest))])) as Record<Target, number>,
       analytics: { ...appResult, acknowledgedIds: undefined, acknowledged: acknowledged.length, foundInTable: stored },
       perRequestInsert: { ...perRequestResult, acknowledgedIds: undefined, acknowledged: perRequestAcknowledged.length, foundInTable: perRequestStored },
       pluginStackRatio: ratio(noopResult.requestsPerSecond, bareResult.requestsPerSecond),
@@ -351,9 +358,17 @@ async function main() {
     console.log(`\nMachine: ${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, PostgreSQL ${machine.postgres}`);
     const rate = (m: { requestsPerSecond: number; p50Ms: number; p99Ms: number; non2xx: number }, unit = 'req/s') =>
       `${m.requestsPerSecond.toLocaleString('en')} ${unit}, p50 ${m.p50Ms} ms, p99 ${m.p99Ms} ms${m.non2xx ? `, ${m.non2xx} non-2xx` : ''}`;
+    const cpu = ingest.serverCpuUsPerRequest;
     printGoals(`npm run bench: ingestion at ${CONNECTIONS} connections, pipelining 1, median of ${ROUNDS} rounds of ${DURATION_S} s; queries over the last 30 days`, [
       goal('bare Fastify route, same body', rate(bareResult), 'the ceiling', null),
       goal('do-nothing route behind every plugin', rate(noopResult), '≥ 0.8× bare', ingest.pluginStackRatio >= 0.8, ingest.pluginStackRatio),
+      goal(
+        'server CPU a request: bare, behind every plugin, ingest (ratio: bare ÷ plugins)',
+        `${cpu.bare} µs, ${cpu.noop} µs, ${cpu.ingest} µs (medians; PostgreSQL's not included)`,
+        'for the analysis',
+        null,
+        ratio(cpu.bare, cpu.noop),
+      ),
       goal('POST /api/analytics, group commit (country + campaign on)', rate(appResult, 'events/s'), '≥ 0.5× bare', ingest.ratio >= 0.5, ingest.ratio),
       goal('POST /api/analytics, one INSERT per request', rate(perRequestResult, 'events/s'), 'baseline', null),
       goal('group commit ÷ one INSERT per request', `${appResult.requestsPerSecond} ÷ ${perRequestResult.requestsPerSecond}`, '≥ 3×', ingest.ratioToPerRequestInsert >= 3, ingest.ratioToPerRequestInsert),

@@ -77,6 +77,29 @@ export async function rssMiB(pid: number): Promise<number> {
   return round2(kib / 1024);
 }
 
+const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** CPU time a process has used so far, user and system, all of its threads, in seconds (Linux /proc). */
+export async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SECOND;
+}
+
+/**
+ * Runs `work` (a load of `requests()` requests) and returns the server's CPU
+ * microseconds per request over it. On a shared machine a server's CPU per
+ * request moves less than its throughput, which also counts every other
+ * process's turn on the cores.
+ */
+export async function serverCpuPerRequest<T>(pid: number, work: () => Promise<T>, requests: (result: T) => number) {
+  const before = await cpuSeconds(pid);
+  const result = await work();
+  const used = (await cpuSeconds(pid)) - before;
+  return { result, cpuUsPerRequest: round2((used * 1e6) / Math.max(1, requests(result))) };
+}
+
 /** Least-squares slope of `values` sampled every `intervalS` seconds, per minute. */
 export function slopePerMinute(values: number[], intervalS: number): number {
   const n = values.length;

@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, slopePerMinute, stopServer } from './load.ts';
+import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
@@ -106,7 +106,7 @@ function average(a: Measured, b: Measured): Measured {
   };
 }
 
-async function readPhase(url: string, adminToken: string) {
+async function readPhase(url: string, adminToken: string, pid: number) {
   type Name = 'bare' | 'noRls' | 'rls' | 'realRoute';
   const routes: Record<Name, { path: string; headers?: Record<string, string> }> = {
     bare: { path: '/bench/constant' },
@@ -118,20 +118,27 @@ async function readPhase(url: string, adminToken: string) {
 
   for (const name of Object.keys(routes) as Name[]) await measure({ ...target(name), connections: CONNECTIONS, duration: WARMUP_S });
   const rounds: Partial<Record<Name, Measured[]>> = {};
+  // The server process's CPU (all threads) per request, each round; PostgreSQL's is not in it.
+  const cpuRounds: Partial<Record<Name, number[]>> = {};
   for (const order of [['bare', 'noRls', 'rls', 'realRoute'], ['realRoute', 'rls', 'noRls', 'bare']] as Name[][]) {
     for (const name of order) {
       log(`${name}: ${DURATION_S}s at ${CONNECTIONS} connections`);
-      (rounds[name] ??= []).push(await measure({ ...target(name), connections: CONNECTIONS, duration: DURATION_S }));
+      const { result, cpuUsPerRequest } = await serverCpuPerRequest(pid, () => measure({ ...target(name), connections: CONNECTIONS, duration: DURATION_S }), (m) => m.total);
+      (rounds[name] ??= []).push(result);
+      (cpuRounds[name] ??= []).push(cpuUsPerRequest);
     }
   }
   const throughput = Object.fromEntries((Object.keys(routes) as Name[]).map((name) => [name, average(rounds[name]![0], rounds[name]![1])])) as Record<Name, Measured>;
+  const serverCpuUsPerRequest = Object.fromEntries(
+    (Object.keys(routes) as Name[]).map((name) => [name, Math.round(((cpuRounds[name]![0] + cpuRounds[name]![1]) / 2) * 10) / 10]),
+  ) as Record<Name, number>;
 
   const fixedRate = {} as Record<Name, Measured>;
   for (const name of Object.keys(routes) as Name[]) {
     log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
     fixedRate[name] = await measure({ ...target(name), connections: CONNECTIONS, overallRate: FIXED_RATE, duration: DURATION_S });
   }
-  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, fixedRate };
+  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, serverCpuUsPerRequest, fixedRate };
 }
 
 async function soakPhase(url: string, adminToken: string, websiteId: string, pid: number) {
@@ -276,8 +283,8 @@ async function main() {
     const adminToken = await signLegacyAdminToken(adminSecret, 'bench-admin');
     const host = await machine(pg.version as string);
 
-    const read = await readPhase(server.url, adminToken);
-    const { throughput: t, fixedRate: f } = read;
+    const read = await readPhase(server.url, adminToken, pid);
+    const { throughput: t, fixedRate: f, serverCpuUsPerRequest: c } = read;
     const readReport = {
       date: new Date().toISOString(),
       machine: host,
@@ -364,6 +371,12 @@ async function main() {
       goal('feedback list, service_role (no RLS)', rate(t.noRls), 'baseline', null),
       goal('feedback list, admin claims (RLS)', rate(t.rls), '≥ 0.85× no RLS', readReport.ratios.rlsVsNoRls >= 0.85, readReport.ratios.rlsVsNoRls),
       goal('GET /api/feedback/get-feedback', rate(t.realRoute), '≥ 0.3× constant route', realVsConstant >= 0.3, realVsConstant),
+      goal(
+        'server CPU a request: constant route, no RLS, RLS, real route',
+        `${c.bare} µs, ${c.noRls} µs, ${c.rls} µs, ${c.realRoute} µs (PostgreSQL's not included)`,
+        'for the analysis',
+        null,
+      ),
       goal(`p99 at a fixed ${FIXED_RATE} req/s: real route ÷ constant route`, `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', p99Ratio <= 2, p99Ratio),
       goal(`p99 at a fixed ${FIXED_RATE} req/s: RLS list ÷ constant route`, `${f.rls.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', rlsP99Ratio <= 2, rlsP99Ratio),
       goal('soak: requests, errors, worst route p99', `${soakReport.overall.requests.toLocaleString('en')}, ${soakReport.overall.errors}, ${soakReport.overall.worstRouteP99Ms} ms`, 'no errors', soakReport.overall.errors === 0),
