@@ -89,9 +89,9 @@ export async function cpuSeconds(pid: number): Promise<number> {
 
 /**
  * Runs `work` (a load of `requests()` requests) and returns the server's CPU
- * microseconds per request over it. On a shared machine a server's CPU per
- * request moves less than its throughput, which also counts every other
- * process's turn on the cores.
+ * microseconds per request over it. On a shared machine it moves less than
+ * throughput, which also counts every other process's turn on the cores; it
+ * still falls as a server gets busier and one wake-up serves more requests.
  */
 export async function serverCpuPerRequest<T>(pid: number, work: () => Promise<T>, requests: (result: T) => number) {
   const before = await cpuSeconds(pid);
