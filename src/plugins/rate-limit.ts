@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import { RateLimitError } from '../lib/errors.ts';
@@ -32,7 +32,7 @@ export type RateLimitGroup = 'auth' | 'passwordReset' | 'feedback' | 'ingest';
 declare module 'fastify' {
   interface FastifyInstance {
     /** Each group's limiter, and the general one (for routes that count only refused requests). */
-    rateLimitGroups: Record<RateLimitGroup | 'general', onRequestHookHandler>;
+    rateLimitGroups: Record<RateLimitGroup | 'general', Limiter>;
   }
   interface FastifyContextConfig {
     /** The budget this route draws on instead of the general one. */
@@ -45,7 +45,8 @@ export interface RateLimitOptions {
   redisNamespace?: string;
 }
 
-type Limiter = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
+/** Draws one request on a budget: `done()` when allowed, `done(429)` when over it (a callback onRequest hook). */
+export type Limiter = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
 /** One budget: `max` requests per `timeWindow` ms per client address, counted in `store`. */
 function budget(name: RateLimitGroup | 'general', max: number, timeWindow: number, store: RateStore): Limiter {
@@ -54,8 +55,8 @@ function budget(name: RateLimitGroup | 'general', max: number, timeWindow: numbe
       `${name}:${request.ip}`,
       (error, count) => {
         if (error || !count) return done(error ?? new Error('rate-limit store gave no count'));
-        const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
         if (count.current <= max) return done();
+        const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
         request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded');
         reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', 0).header('x-ratelimit-reset', resetSeconds);
         reply.header('retry-after', resetSeconds);
@@ -111,7 +112,7 @@ export default fp<RateLimitOptions & { config: Config }>(
       ingest: budget('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE, newStore()),
     };
     const general = budget('general', config.RATE_LIMIT_GENERAL_PER_15MIN, 15 * MINUTE, newStore());
-    app.decorate('rateLimitGroups', { ...groups, general } as Record<RateLimitGroup | 'general', onRequestHookHandler>);
+    app.decorate('rateLimitGroups', { ...groups, general });
 
     // Unknown routes are counted too (general budget): scanning costs budget.
     app.addHook('onRequest', function countRequest(request, reply, done) {
@@ -126,9 +127,9 @@ export default fp<RateLimitOptions & { config: Config }>(
 );
 
 /** Draws one request on a budget from inside a handler: resolves when allowed, rejects with the 429 when over it. */
-export function drawOn(limiter: onRequestHookHandler, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+export function drawOn(limiter: Limiter, request: FastifyRequest, reply: FastifyReply): Promise<void> {
   return new Promise((resolve, reject) => {
-    (limiter as Limiter)(request, reply, (error) => (error ? reject(error) : resolve()));
+    limiter(request, reply, (error) => (error ? reject(error) : resolve()));
   });
 }
 
