@@ -137,8 +137,6 @@ async function createWebsite(sql: postgres.Sql, name: string) {
   return { id: row.id as string, apiKey: key.key };
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)];
-
 /** The run with the median throughput (its latencies come with it). */
 function medianRun(results: LoadResult[]): LoadResult {
   const sorted = [...results].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond);
@@ -292,7 +290,7 @@ async function main() {
       rounds: ROUNDS,
       runsRequestsPerSecond: Object.fromEntries(order.map((name) => [name, runs[name].map((run) => run.requestsPerSecond)])),
       runsServerCpuUsPerRequest: Object.fromEntries(order.map((name) => [name, runs[name].map((run) => run.serverCpuUsPerRequest)])),
-      serverCpuUsPerRequest: Object.fromEntries(order.map((name) => [name, median(runs[name].map((run) => run.serverCpuUsPerRequest))])) as Record<Target, number>,
+      serverCpuUsPerRequest: Object.fromEntries(order.map((name) => [name, percentile(runs[name].map((run) => run.serverCpuUsPerRequest).sort((a, b) => a - b), 50)])) as Record<Target, number>,
       analytics: { ...appResult, acknowledgedIds: undefined, acknowledged: acknowledged.length, foundInTable: stored },
       perRequestInsert: { ...perRequestResult, acknowledgedIds: undefined, acknowledged: perRequestAcknowledged.length, foundInTable: perRequestStored },
       pluginStackRatio: ratio(noopResult.requestsPerSecond, bareResult.requestsPerSecond),
