@@ -1,8 +1,9 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import fp from 'fastify-plugin';
-import { serializerCompiler, validatorCompiler } from 'fastify-type-provider-zod';
+import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
 import { LogSink } from './lib/log-sink.ts';
+import { replySerializerCompiler } from './lib/reply-serializer.ts';
 import { loggerOptions } from './logger.ts';
 import adminRoutes from './modules/admin/routes.ts';
 import analyticsRoutes from './modules/analytics/routes.ts';
@@ -74,7 +75,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
  */
 async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: AppOptions) {
   fastify.setValidatorCompiler(validatorCompiler);
-  fastify.setSerializerCompiler(serializerCompiler);
+  fastify.setSerializerCompiler(replySerializerCompiler);
 
   await fastify.register(errorsPlugin);
   await fastify.register(requestLogPlugin);
