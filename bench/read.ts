@@ -252,7 +252,7 @@ function memoryBreakdown(m: MemoryBreakdown) {
   const young = m.spaces.new_space;
   const old = m.spaces.old_space;
   const rest = Math.round((m.rssMiB - m.heapTotalMiB - m.externalMiB) * 10) / 10;
-  return `RSS ${m.rssMiB}: V8 heap ${m.heapTotalMiB} committed (young ${young?.committedMiB}, ${young?.usedMiB} used; old ${old?.committedMiB}, ${old?.usedMiB} used), buffers outside it ${m.externalMiB}, the rest (code, stacks, allocator) ${rest}`;
+  return `RSS ${m.rssMiB}: V8 heap ${m.heapTotalMiB} committed (young ${young?.committedMiB}, ${young?.usedMiB} used; old ${old?.committedMiB}, ${old?.usedMiB} used), buffers outside it ${m.externalMiB}, the rest (heap pages V8 emptied and keeps, the node binary, malloc, stacks) ${rest}`;
 }
 
 async function main() {
