@@ -32,8 +32,9 @@ function withNullableTypes(node: unknown): unknown {
   const branches = copy.anyOf;
   if (!Array.isArray(branches) || branches.length !== 2) return copy;
   const nullIndex = branches.findIndex((branch: JsonSchema) => branch.type === 'null' && Object.keys(branch).length === 1);
-  const other = branches[1 - nullIndex] as JsonSchema | undefined;
-  if (nullIndex === -1 || !other || typeof other.type !== 'string' || !SCALAR_TYPES.has(other.type)) return copy;
+  if (nullIndex === -1) return copy;
+  const other = branches[1 - nullIndex] as JsonSchema;
+  if (typeof other.type !== 'string' || !SCALAR_TYPES.has(other.type)) return copy;
   const { anyOf: _anyOf, ...rest } = copy;
   return { ...other, ...rest, type: [other.type, 'null'] };
 }
