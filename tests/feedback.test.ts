@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
-import { createWebsite, feedbackBody, ISO_MS } from './support/feedback-fixtures.ts';
+import { FeedbackSchema, ListFeedbackResponseSchema } from '../src/modules/feedback/schemas.ts';
+import { createWebsite, feedbackBody, ISO_MS, pngDataUrl } from './support/feedback-fixtures.ts';
 import { testSql } from './support/db.ts';
 
 // Feedback routes (SPEC section 4) through the app against the real database.
@@ -172,6 +173,68 @@ describe('GET /api/feedback/get-feedback (admin list)', () => {
     });
     expect(item.createdAt).toMatch(ISO_MS);
     expect(item.updatedAt).toMatch(ISO_MS);
+  });
+
+  it('each item holds exactly what its row holds: text as stored, timestamps as toISOString writes them', async () => {
+    // Field by field against the row itself, and against the route's response schema:
+    // text that JSON must escape, microseconds that toISOString drops, both screenshot types.
+    const site = await createWebsite(sql, 'Every field');
+    const awkward = `Quote " back\\slash\nnew line\ttab \u0001 control, snowman \u2603, emoji \u{1F600}, </script>`;
+    const rows = await sql<Record<string, unknown>[]>`
+      insert into public.feedback
+        (name, email, comment, rating, status, location, category, screenshot, admin_notes, resolved_by, resolved_at, website_id, created_at)
+      values
+        (${awkward}, 'every@example.test', ${`Comment: ${awkward}`}, 2, 'resolved', 'https://example.test/a?b=c&d', 'Bug Report',
+         ${pngDataUrl(10)}, ${awkward}, 'Ada', '2026-01-02 03:04:05.678999+00', ${site}, '2025-12-31 23:59:59.999999+00'),
+        ('Plain Row', 'plain@example.test', 'A plain comment row.', 5, 'pending', null, null,
+         'data:image/SVG;base64,AAAA', null, null, null, ${site}, '2025-12-31 23:59:58.000001+00')
+      returning *`;
+    const iso = (value: unknown) => (value === null ? null : (value as Date).toISOString());
+    const expected = rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      email: row.email,
+      comment: row.comment,
+      rating: row.rating,
+      status: row.status,
+      location: row.location,
+      category: row.category,
+      screenshot: `/api/feedback/${row.id}/screenshot`,
+      screenshotType: row.screenshot_type ?? 'application/octet-stream',
+      screenshotSize: row.screenshot_bytes,
+      adminNotes: row.admin_notes,
+      resolvedBy: row.resolved_by,
+      resolvedAt: iso(row.resolved_at),
+      websiteId: site,
+      createdAt: iso(row.created_at),
+      updatedAt: iso(row.updated_at),
+    }));
+    expect(expected.map((item) => [item.screenshotType, item.screenshotSize, item.resolvedAt, item.createdAt])).toEqual([
+      ['image/png', 10, '2026-01-02T03:04:05.678Z', '2025-12-31T23:59:59.999Z'],
+      ['application/octet-stream', 3, null, '2025-12-31T23:59:58.000Z'],
+    ]);
+
+    const response = await list(`websiteId=${site}`);
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+    const body = response.json();
+    expect(body).toEqual({ success: true, data: expected, pagination: { total: 2, limit: 20, offset: 0 } });
+    expect(ListFeedbackResponseSchema.safeParse(body).success).toBe(true);
+    // Nothing the schema does not name: every item has exactly its keys.
+    expect(body.data.map((item: object) => Object.keys(item))).toEqual(expected.map(() => Object.keys(FeedbackSchema.shape)));
+  });
+
+  it('an empty page is an empty array, with the total still counted', async () => {
+    const site = await createWebsite(sql, 'Empty page');
+    await submitted({ websiteId: site });
+    const response = await list(`websiteId=${site}&offset=5`);
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toEqual({ success: true, data: [], pagination: { total: 1, limit: 20, offset: 5 } });
+    expect((await list(`websiteId=${await createWebsite(sql, 'No feedback')}`)).json()).toEqual({
+      success: true,
+      data: [],
+      pagination: { total: 0, limit: 20, offset: 0 },
+    });
   });
 
   it('pages with limit and offset; total counts every match', async () => {
