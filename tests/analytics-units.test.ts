@@ -1,3 +1,4 @@
+import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { addDays, daysInRange, isCalendarDay } from '../src/modules/analytics/dates.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from '../src/modules/analytics/enrich.ts';
@@ -134,6 +135,12 @@ describe('facts derived from a request', () => {
     const visitorId = createVisitorIds('a-secret-of-at-least-thirty-two-characters');
     const base = { websiteId: 'w1', ip: '192.0.2.1', userAgent: 'UA', at: new Date('2026-03-01T10:00:00Z') };
     const id = visitorId(base);
+    // SHA-256 over the day's salt and then the text: ids already handed out the same day stay the same.
+    const salt = createHmac('sha256', 'a-secret-of-at-least-thirty-two-characters').update('analytics-visitor-salt:2026-03-01').digest();
+    expect(id).toBe(createHash('sha256').update(salt).update('w1\n192.0.2.1\nUA').digest('base64url').slice(0, 22));
+    expect(visitorId({ ...base, userAgent: 'Ünïcode agent ✓' })).toBe(
+      createHash('sha256').update(salt).update('w1\n192.0.2.1\nÜnïcode agent ✓').digest('base64url').slice(0, 22),
+    );
     expect(visitorId({ ...base, at: new Date('2026-03-01T23:59:59Z') })).toBe(id);
     expect(visitorId({ ...base, at: new Date('2026-03-02T00:00:00Z') })).not.toBe(id);
     expect(visitorId({ ...base, websiteId: 'w2' })).not.toBe(id);
