@@ -7,8 +7,11 @@ import { build, type Histogram } from 'hdr-histogram-js';
 // t-digest per slice, sorted on every observation: 10 µs a request, the
 // plugin stack's second cost after headers (docs/performance.md).
 
-/** Microseconds from 1 µs to 10 minutes, to 2 significant digits (1 % error). */
-const histogram = () => build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 2 });
+/** Microseconds from 1 µs to 10 minutes, to 2 significant digits (1 % error); it grows for a longer one. */
+export const latencyHistogram = () => build({ lowestDiscernibleValue: 1, highestTrackableValue: 600_000_000, numberOfSignificantValueDigits: 2 });
+
+/** A response time in milliseconds as the histograms' whole microseconds, at least 1. */
+export const histogramMicros = (milliseconds: number) => Math.max(1, Math.round(milliseconds * 1000));
 
 export class LatencyWindow {
   private readonly slices: Histogram[];
@@ -17,7 +20,7 @@ export class LatencyWindow {
 
   constructor(windowSeconds = 60, slices = 6) {
     this.sliceMs = (windowSeconds * 1000) / slices;
-    this.slices = Array.from({ length: slices }, histogram);
+    this.slices = Array.from({ length: slices }, latencyHistogram);
     this.sliceStarts = new Array<number>(slices).fill(-Infinity);
   }
 
@@ -28,12 +31,12 @@ export class LatencyWindow {
       this.slices[index].reset();
       this.sliceStarts[index] = start;
     }
-    this.slices[index].recordValue(Math.max(1, Math.round(milliseconds * 1000)));
+    this.slices[index].recordValue(histogramMicros(milliseconds));
   }
 
   /** Milliseconds at each percentile (0–100) over the window; null when nothing was recorded. */
   percentiles(percentiles: number[], now = Date.now()): (number | null)[] {
-    const merged = histogram();
+    const merged = latencyHistogram();
     const oldest = now - this.sliceMs * this.slices.length;
     this.slices.forEach((slice, index) => {
       if (this.sliceStarts[index] > oldest) merged.add(slice);

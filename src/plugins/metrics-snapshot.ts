@@ -1,4 +1,5 @@
-import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'prom-client';
+import type { MetricObjectWithValues, MetricValue } from 'prom-client';
+import type { SummaryValues } from '../lib/latency-summary.ts';
 import { z } from 'zod';
 
 // The JSON view of the metrics registry, shared by GET /api/admin/metrics and
@@ -52,7 +53,6 @@ export type MetricsSample = z.infer<typeof MetricsSampleSchema>;
 type RouteMetrics = z.infer<typeof RouteMetricsSchema>;
 
 type Values = MetricObjectWithValues<MetricValue<string>>;
-type SummaryValues = MetricObjectWithValues<MetricValueWithName<string>>;
 
 const toMs = (seconds: number | undefined) =>
   seconds === undefined || !Number.isFinite(seconds) ? null : Math.round(seconds * 1e6) / 1e3;

@@ -1,8 +1,9 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, Gauge, Registry, Summary } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.ts';
+import { LatencySummary } from '../lib/latency-summary.ts';
 import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
 import { prometheusRoute } from './metrics-route.ts';
@@ -63,10 +64,9 @@ export default fp<MetricsOptions>(
       labelNames: ['status_code'] as const,
       registers,
     });
-    const duration = new Summary({
+    const duration = new LatencySummary({
       name: 'http_request_duration_seconds',
       help: 'Response time per route since start',
-      labelNames: ['method', 'route'] as const,
       percentiles: PERCENTILES,
       registers,
     });
@@ -109,10 +109,9 @@ export default fp<MetricsOptions>(
     app.addHook('onResponse', function countResponse(request: FastifyRequest, reply, done) {
       if (request.routeOptions.config?.metrics === false) return done();
       const route = request.routeOptions.url ?? UNMATCHED;
-      const seconds = reply.elapsedTime / 1000;
       requests.inc({ method: request.method, route, status_class: `${Math.floor(reply.statusCode / 100)}xx` });
       responses.inc({ status_code: String(reply.statusCode) });
-      duration.observe({ method: request.method, route }, seconds);
+      duration.observe(request.method, route, reply.elapsedTime);
       recent.record(reply.elapsedTime);
       window.record();
       done();
