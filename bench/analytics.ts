@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { goal, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
+import { compiledServer, goal, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
@@ -51,7 +51,7 @@ const AGENTS = [
 const log = (line: string) => console.log(`[bench] ${line}`);
 
 async function startServer(mode: 'bare' | 'app', settings: Record<string, string> = {}): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [...serviceNodeFlags(), path.join(ROOT, 'bench/server.ts'), mode, JSON.stringify(settings)], {
+  const child = spawn(process.execPath, [...serviceNodeFlags(), await compiledServer('bench/server.ts'), mode, JSON.stringify(settings)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -7,7 +7,7 @@ import { findAuthBinary } from '../scripts/stack/auth-server.ts';
 import { freePort } from '../scripts/stack/free-port.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
-import { machine, otherBenchmarks, percentile } from './load.ts';
+import { compiledServer, machine, otherBenchmarks, percentile } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:auth [-- --duration=10 --clients=10 --accounts=40]
@@ -78,7 +78,7 @@ const average = (a: Phase, b: Phase): Phase => ({
 
 async function startApi(env: Record<string, string>): Promise<{ url: string; child: ChildProcess }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [...serviceNodeFlags(), path.join(ROOT, 'src/server.ts')], {
+  const child = spawn(process.execPath, [...serviceNodeFlags(), await compiledServer('src/server.ts')], {
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: String(port), ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -1,7 +1,9 @@
 import { type ChildProcess, execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
+import path from 'node:path';
 import autocannon from 'autocannon';
+import { build } from '../scripts/build.ts';
 
 // Load generation, measurement and reporting for the benchmarks. autocannon
 // drives the requests; latencies come from its per-response event (float
@@ -165,3 +167,26 @@ export function printGoals(title: string, rows: GoalRow[]) {
     })),
   );
 }
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+/** Where the benchmarks' servers are compiled (.cache/bench-build/<name>/, the repo's layout inside). */
+export const BENCH_BUILD = path.join(ROOT, '.cache/bench-build');
+
+/**
+ * A benchmark's server process (`entry`, a .ts path from the repo root)
+ * compiled as `npm run build` compiles the service, so the benchmarks measure
+ * what `npm start` runs, not the sources through Node's type stripping.
+ * Returns the path of the .js to start.
+ */
+export function compiledServer(entry: string): Promise<string> {
+  let compiled = compiledServers.get(entry);
+  if (!compiled) {
+    const outDir = path.join(BENCH_BUILD, path.basename(entry, '.ts'));
+    compiled = build(outDir, [entry]).then(() => path.join(outDir, entry.replace(/\.ts$/, '.js')));
+    compiledServers.set(entry, compiled);
+  }
+  return compiled;
+}
+/** Once per entry and run: servers started together share one build. */
+const compiledServers = new Map<string, Promise<string>>();
+

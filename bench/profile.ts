@@ -10,6 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
+import { BENCH_BUILD, compiledServer } from './load.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50]
 //
@@ -52,6 +53,8 @@ function ownerOf(url: string, functionName: string): string {
     return rest[0].startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
   }
   if (file.startsWith('node:')) return 'node (internals)';
+  // A compiled file is named by its source (.cache/bench-build/server/src/app.js is src/app.ts); its line numbers stay the compiled file's.
+  if (file.startsWith(BENCH_BUILD)) return path.relative(BENCH_BUILD, file).split(path.sep).slice(1).join('/').replace(/\.js$/, '.ts');
   if (file.startsWith(ROOT)) return path.relative(ROOT, file);
   return file;
 }
@@ -83,7 +86,7 @@ const TITLES: Record<Mode, string> = {
 
 async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, websiteId: string) {
   const serverMode = mode === 'bare' ? 'bare' : 'app';
-  const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), '--cpu-prof', `--cpu-prof-dir=${dir}`, path.join(ROOT, 'bench/server.ts'), serverMode, JSON.stringify(settings)], {
+  const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), '--cpu-prof', `--cpu-prof-dir=${dir}`, await compiledServer('bench/server.ts'), serverMode, JSON.stringify(settings)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
+import { compiledServer, goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
@@ -53,7 +53,7 @@ async function waitForQuietMachine() {
 }
 
 async function startServer(settings: Record<string, string>, adminUserId: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [...serviceNodeFlags(), '--expose-gc', path.join(ROOT, 'bench/read-server.ts'), JSON.stringify(settings), adminUserId], {
+  const child = spawn(process.execPath, [...serviceNodeFlags(), '--expose-gc', await compiledServer('bench/read-server.ts'), JSON.stringify(settings), adminUserId], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
