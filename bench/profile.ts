@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -17,8 +17,10 @@ import { BENCH_BUILD, compiledServer } from './load.ts';
 // Where a request's CPU time goes: the do-nothing POST route behind every
 // plugin of the app (bench/server.ts), the same route on a bare Fastify, and
 // the ingestion route itself (a real event, with a forwarded public address
-// and a campaign), each under `node --cpu-prof` while autocannon (this
-// process) loads it.
+// and a campaign), each under V8's CPU profiler while autocannon (this
+// process) loads it. The profiler runs over the measured load only (the
+// server starts and stops it on a signal, bench/server.ts): start-up and
+// warm-up would otherwise be divided among the measured requests.
 // Prints self time per request, by package or source file and by function,
 // and writes bench/results/profile.json; the .cpuprofile files can be opened
 // in Chrome DevTools or speedscope for a flame graph.
@@ -86,15 +88,20 @@ const TITLES: Record<Mode, string> = {
 
 async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, websiteId: string) {
   const serverMode = mode === 'bare' ? 'bare' : 'app';
-  const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), '--cpu-prof', `--cpu-prof-dir=${dir}`, await compiledServer('bench/server.ts'), serverMode, JSON.stringify(settings)], {
+  const profileFile = path.join(dir, `${mode}.cpuprofile`);
+  const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), await compiledServer('bench/server.ts'), serverMode, JSON.stringify(settings)], {
     cwd: ROOT,
+    env: { ...process.env, BENCH_CPU_PROFILE: profileFile },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  let port = 0;
-  for await (const line of createInterface({ input: child.stdout! })) {
-    port = (JSON.parse(line) as { port: number }).port;
-    break;
-  }
+  // The server prints a line when it listens and one after each SIGUSR2 (profiler on, profile written).
+  const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
+  const nextLine = async () => {
+    const { value, done } = await lines.next();
+    if (done) throw new Error(`${mode}: the server exited`);
+    return JSON.parse(value) as { port?: number; profiling?: boolean };
+  };
+  const port = (await nextLine()).port ?? 0;
   const url = `http://127.0.0.1:${port}${mode === 'app' ? '/bench/noop' : '/api/analytics'}`;
   const body = JSON.stringify({
     websiteId,
@@ -111,14 +118,17 @@ async function profileServer(mode: Mode, settings: Record<string, string>, dir: 
       ),
     );
   await run(2);
+  // The profile spans the measured run alone: its requests are the ones counted.
+  child.kill('SIGUSR2');
+  await nextLine();
   const result = await run(DURATION_S);
+  child.kill('SIGUSR2');
+  await nextLine();
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   await exited;
-  const file = (await readdir(dir)).find((name) => name.endsWith('.cpuprofile'));
-  if (!file) throw new Error(`${mode}: no .cpuprofile written`);
-  const profile = JSON.parse(await readFile(path.join(dir, file), 'utf8')) as CpuProfile;
-  return { requests: result.requests.total + 0, requestsPerSecond: Math.round(result.requests.average), profile, file: path.join(dir, file) };
+  const profile = JSON.parse(await readFile(profileFile, 'utf8')) as CpuProfile;
+  return { requests: result.requests.total, requestsPerSecond: Math.round(result.requests.average), profile };
 }
 
 function table(entries: Map<string, number>, requests: number, top: number) {
@@ -157,7 +167,7 @@ async function main() {
     for (const mode of ['bare', 'app', 'ingest'] as const) {
       const dir = path.join(work, mode);
       await mkdir(dir, { recursive: true });
-      log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under --cpu-prof`);
+      log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under the CPU profiler`);
       const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir, website.id as string);
       const { byOwner, byFunction } = selfTimes(profile);
       const total = [...byOwner.values()].reduce((a, b) => a + b, 0);

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { Session } from 'node:inspector/promises';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { parseConfig } from '../src/config.ts';
@@ -33,6 +35,32 @@ async function start() {
   return app;
 }
 
+/**
+ * For bench:profile: with BENCH_CPU_PROFILE set, SIGUSR2 starts V8's CPU
+ * profiler (1 ms samples, as `--cpu-prof`) and the next SIGUSR2 stops it and
+ * writes the profile there, so it holds the measured load alone: neither the
+ * start (module loading) nor the warm-up. Each step prints a line.
+ */
+function profileOnSignal(file: string) {
+  const session = new Session();
+  session.connect();
+  let running = false;
+  process.on('SIGUSR2', async () => {
+    if (!running) {
+      running = true;
+      await session.post('Profiler.enable');
+      await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+      await session.post('Profiler.start');
+      console.log(JSON.stringify({ profiling: true }));
+      return;
+    }
+    const { profile } = await session.post('Profiler.stop');
+    await writeFile(file, JSON.stringify(profile));
+    console.log(JSON.stringify({ profiling: false }));
+  });
+}
+
+if (process.env.BENCH_CPU_PROFILE) profileOnSignal(process.env.BENCH_CPU_PROFILE);
 const app = await start();
 const address = app.server.address();
 console.log(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 }));
