@@ -70,6 +70,8 @@ function selfTimes(profile: CpuProfile) {
   const byFunction = new Map<string, number>();
   for (const [id, micros] of self) {
     const { callFrame } = byId.get(id)!;
+    // The profiler's own start and stop (bench/server.ts) are not the server's work.
+    if (callFrame.url === 'node:inspector') continue;
     const owner = ownerOf(callFrame.url, callFrame.functionName);
     byOwner.set(owner, (byOwner.get(owner) ?? 0) + micros);
     const where = callFrame.url ? `${owner}:${callFrame.lineNumber + 1}` : owner;
