@@ -1,3 +1,4 @@
+import { isoTimestamp } from '../../lib/timestamps.ts';
 import type { Tx } from '../../plugins/db.ts';
 import type { Feedback } from './schemas.ts';
 
@@ -23,6 +24,7 @@ export interface FeedbackFilter {
   websiteId?: string;
 }
 
+/** A row as the list reads it: timestamps as PostgreSQL's text (see isoTimestamp), under names of their own. */
 interface FeedbackRow {
   id: string;
   name: string;
@@ -36,10 +38,10 @@ interface FeedbackRow {
   screenshot_bytes: number | null;
   admin_notes: string | null;
   resolved_by: string | null;
-  resolved_at: Date | null;
+  resolved_at_text: string | null;
   website_id: string | null;
-  created_at: Date;
-  updated_at: Date;
+  created_at_text: string;
+  updated_at_text: string;
 }
 
 function toFeedback(row: FeedbackRow): Feedback {
@@ -58,10 +60,10 @@ function toFeedback(row: FeedbackRow): Feedback {
     screenshotSize: row.screenshot_bytes,
     adminNotes: row.admin_notes,
     resolvedBy: row.resolved_by,
-    resolvedAt: row.resolved_at?.toISOString() ?? null,
+    resolvedAt: row.resolved_at_text === null ? null : isoTimestamp(row.resolved_at_text),
     websiteId: row.website_id,
-    createdAt: row.created_at.toISOString(),
-    updatedAt: row.updated_at.toISOString(),
+    createdAt: isoTimestamp(row.created_at_text),
+    updatedAt: isoTimestamp(row.updated_at_text),
   };
 }
 
@@ -94,11 +96,16 @@ export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<num
   return row.total;
 }
 
-/** A page of feedback, newest first (id breaks ties so pages never overlap). */
+/**
+ * A page of feedback, newest first (id breaks ties so pages never overlap).
+ * The timestamps' text has names of its own: as `created_at`, the ORDER BY
+ * would sort by the text column, not the indexed timestamp.
+ */
 export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { limit: number; offset: number }): Promise<Feedback[]> {
   const rows = await tx<FeedbackRow[]>`
     select id, name, email, comment, rating, status, location, category, screenshot_type, screenshot_bytes,
-           admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
+           admin_notes, resolved_by, resolved_at::text as resolved_at_text, website_id,
+           created_at::text as created_at_text, updated_at::text as updated_at_text
       from public.feedback
       ${where(tx, filter)}
      order by created_at desc, id desc
@@ -112,9 +119,16 @@ export async function feedbackScreenshot(tx: Tx, id: string): Promise<string | n
   return row?.screenshot;
 }
 
+/** A row as the export reads it: no screenshot, timestamps as Dates (lib/csv.ts writes them). */
+type ExportRow = Omit<FeedbackRow, 'screenshot_type' | 'screenshot_bytes' | 'resolved_at_text' | 'created_at_text' | 'updated_at_text'> & {
+  resolved_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+};
+
 /** All matching feedback, newest first, for reading through a cursor (exports); the screenshot is left out. */
 export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter) {
-  return tx<Omit<FeedbackRow, 'screenshot'>[]>`
+  return tx<ExportRow[]>`
     select id, name, email, comment, rating, status, location, category,
            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
       from public.feedback
