@@ -169,7 +169,7 @@ export function printGoals(title: string, rows: GoalRow[]) {
 }
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-/** Where the benchmarks' servers are compiled (.cache/bench-build/<name>/, the repo's layout inside). */
+/** Where the benchmarks' servers are compiled (.cache/bench-build/<entry, slashes as dashes>/, the repo's layout inside). */
 export const BENCH_BUILD = path.join(ROOT, '.cache/bench-build');
 
 /**
@@ -181,7 +181,8 @@ export const BENCH_BUILD = path.join(ROOT, '.cache/bench-build');
 export function compiledServer(entry: string): Promise<string> {
   let compiled = compiledServers.get(entry);
   if (!compiled) {
-    const outDir = path.join(BENCH_BUILD, path.basename(entry, '.ts'));
+    // bench/server.ts and src/server.ts must not share a folder: a build empties its folder first.
+    const outDir = path.join(BENCH_BUILD, entry.replace(/\.ts$/, '').replaceAll('/', '-'));
     compiled = build(outDir, [entry]).then(() => path.join(outDir, entry.replace(/\.ts$/, '.js')));
     compiledServers.set(entry, compiled);
   }

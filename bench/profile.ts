@@ -55,7 +55,7 @@ function ownerOf(url: string, functionName: string): string {
     return rest[0].startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0];
   }
   if (file.startsWith('node:')) return 'node (internals)';
-  // A compiled file is named by its source (.cache/bench-build/server/src/app.js is src/app.ts); its line numbers stay the compiled file's.
+  // A compiled file is named by its source (.cache/bench-build/bench-server/src/app.js is src/app.ts); its line numbers stay the compiled file's.
   if (file.startsWith(BENCH_BUILD)) return path.relative(BENCH_BUILD, file).split(path.sep).slice(1).join('/').replace(/\.js$/, '.ts');
   if (file.startsWith(ROOT)) return path.relative(ROOT, file);
   return file;
