@@ -12,6 +12,12 @@ import { build } from '../scripts/build.ts';
 // ours: under a fixed rate it adds coordinated-omission samples, ours are the
 // raw times.
 
+const ROOT = path.resolve(import.meta.dirname, '..');
+/** Where the benchmarks' servers are compiled (.cache/bench-build/<entry, slashes as dashes>/, the repo's layout inside). */
+export const BENCH_BUILD = path.join(ROOT, '.cache/bench-build');
+/** Once per entry and run: servers started together share one build. */
+const compiledServers = new Map<string, Promise<string>>();
+
 export interface Measured {
   requestsPerSecond: number;
   total: number;
@@ -168,10 +174,6 @@ export function printGoals(title: string, rows: GoalRow[]) {
   );
 }
 
-const ROOT = path.resolve(import.meta.dirname, '..');
-/** Where the benchmarks' servers are compiled (.cache/bench-build/<entry, slashes as dashes>/, the repo's layout inside). */
-export const BENCH_BUILD = path.join(ROOT, '.cache/bench-build');
-
 /**
  * A benchmark's server process (`entry`, a .ts path from the repo root)
  * compiled as `npm run build` compiles the service, so the benchmarks measure
@@ -179,15 +181,13 @@ export const BENCH_BUILD = path.join(ROOT, '.cache/bench-build');
  * Returns the path of the .js to start.
  */
 export function compiledServer(entry: string): Promise<string> {
+  const source = entry.replace(/\.ts$/, '');
   let compiled = compiledServers.get(entry);
   if (!compiled) {
     // bench/server.ts and src/server.ts must not share a folder: a build empties its folder first.
-    const outDir = path.join(BENCH_BUILD, entry.replace(/\.ts$/, '').replaceAll('/', '-'));
-    compiled = build(outDir, [entry]).then(() => path.join(outDir, entry.replace(/\.ts$/, '.js')));
+    const outDir = path.join(BENCH_BUILD, source.replaceAll('/', '-'));
+    compiled = build(outDir, [entry]).then(() => path.join(outDir, `${source}.js`));
     compiledServers.set(entry, compiled);
   }
   return compiled;
 }
-/** Once per entry and run: servers started together share one build. */
-const compiledServers = new Map<string, Promise<string>>();
-

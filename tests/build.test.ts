@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { build } from '../scripts/build.ts';
 import { loadTrackerScript } from '../src/modules/analytics/tracker/routes.ts';
+import { startServerProcess } from './support/fault-traffic.ts';
 
 // npm run build, then npm start: the service compiled to JavaScript, with the
 // files its routes read at run time beside it, starts and serves as the
@@ -31,25 +31,9 @@ describe('the compiled service', () => {
   });
 
   it('starts, answers /health, the dashboard and the tracker, and exits 0 on SIGTERM', async () => {
-    const port = 40_000 + Math.floor(Math.random() * 10_000);
-    const child = spawn(process.execPath, [path.join(OUT, 'src/server.js')], {
-      env: { PATH: process.env.PATH ?? '', NODE_ENV: 'development', DATABASE_URL: inject('stack').databaseUrl, PORT: String(port), LOG_LEVEL: 'info' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += chunk));
-    child.stderr.on('data', (chunk) => (output += chunk));
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    const base = `http://127.0.0.1:${port}`;
+    const server = await startServerProcess(inject('stack').databaseUrl, {}, path.join(OUT, 'src/server.js'));
+    const base = server.baseUrl;
     try {
-      for (let attempt = 0; ; attempt += 1) {
-        try {
-          if ((await fetch(`${base}/health`)).ok) break;
-        } catch {
-          if (attempt > 100) throw new Error(`compiled server did not start:\n${output}`);
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
-      }
       const health = await fetch(`${base}/health`);
       expect(health.status).toBe(200);
       const signIn = await fetch(`${base}/admin/status`);
@@ -62,8 +46,8 @@ describe('the compiled service', () => {
       expect(tracker.status).toBe(200);
       expect(await tracker.text()).toBe((await loadTrackerScript()).text);
     } finally {
-      child.kill('SIGTERM');
+      await server.stop();
     }
-    expect(await exited, output).toBe(0);
+    expect(server.ended(), server.output()).toBe('exited with code 0');
   });
 });

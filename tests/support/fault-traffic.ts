@@ -86,10 +86,17 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** `node src/server.ts` against `databaseUrl`, the way production runs it; resolves once /health answers 200. */
-export async function startServerProcess(databaseUrl: string, extraEnv: Record<string, string> = {}): Promise<ServerProcess> {
+/**
+ * `node src/server.ts` (or the `server` script given, e.g. a compiled one) against
+ * `databaseUrl`, the way production runs it; resolves once /health answers 200.
+ */
+export async function startServerProcess(
+  databaseUrl: string,
+  extraEnv: Record<string, string> = {},
+  server = path.resolve(import.meta.dirname, '../../src/server.ts'),
+): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, [path.resolve(import.meta.dirname, '../../src/server.ts')], {
+  const child = spawn(process.execPath, [server], {
     env: {
       PATH: process.env.PATH ?? '',
       // Passed on so a patched driver can be tried (e.g. NODE_OPTIONS=--import=<resolve hook>).
