@@ -30,8 +30,10 @@ export interface Measured {
   p99Ms: number;
   p999Ms: number;
   maxMs: number;
-  /** autocannon's own p99 (whole ms; coordinated-omission corrected under a fixed rate). */
-  autocannonP99Ms: number;
+  /** autocannon's own p99 (whole ms), when autocannon made the load. */
+  autocannonP99Ms?: number;
+  /** Under a fixed rate (bench/fixed-rate.ts): how late this process issued its requests, p99. */
+  issuedLateP99Ms?: number;
 }
 
 const round2 = (value: number) => Math.round(value * 100) / 100;
