@@ -142,8 +142,8 @@ async function readPhase(url: string, adminToken: string, pid: number) {
     log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
     fixedRate[name] = await measureAtFixedRate({ url, rate: FIXED_RATE, durationS: DURATION_S, connections: CONNECTIONS, request: () => routes[name] });
   }
-  // The same rate in autocannon's rate mode, as the figures before 2026-11-24
-  // were taken: each second starts with a saturated burst of FIXED_RATE requests.
+  // The same rate in autocannon's rate mode, as the runs before 2026-11-23 (late
+  // night) took it: each second starts with a saturated burst of FIXED_RATE requests.
   const burstEachSecond = {} as Record<Name, Measured>;
   for (const name of Object.keys(routes) as Name[]) {
     log(`${name}: ${DURATION_S}s in autocannon's rate mode, ${FIXED_RATE} requests at the start of each second`);
