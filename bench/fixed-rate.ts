@@ -1,5 +1,5 @@
 import http from 'node:http';
-import { type Measured, percentile } from './load.ts';
+import { latencyFigures, type Measured } from './load.ts';
 
 // A load at a fixed rate: request i is due at start + i / rate, whatever the
 // server did with the ones before it (an open loop, as wrk2 and k6's
@@ -39,7 +39,6 @@ export interface FixedRateOptions {
   timeoutMs?: number;
 }
 
-const round2 = (value: number) => Math.round(value * 100) / 100;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function measureAtFixedRate(options: FixedRateOptions): Promise<Measured> {
@@ -118,11 +117,7 @@ export async function measureAtFixedRate(options: FixedRateOptions): Promise<Mea
     errors,
     timeouts,
     statusCodes,
-    p50Ms: round2(percentile(latencies, 50)),
-    p90Ms: round2(percentile(latencies, 90)),
-    p99Ms: round2(percentile(latencies, 99)),
-    p999Ms: round2(percentile(latencies, 99.9)),
-    maxMs: round2(latencies.at(-1) ?? Number.NaN),
-    issuedLateP99Ms: round2(percentile(late, 99)),
+    ...latencyFigures(latencies),
+    issuedLateP99Ms: latencyFigures(late).p99Ms,
   };
 }

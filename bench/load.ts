@@ -54,6 +54,17 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
 }
 
+/** The latency figures of Measured, from latencies in ms sorted ascending. */
+export function latencyFigures(sorted: number[]): Pick<Measured, 'p50Ms' | 'p90Ms' | 'p99Ms' | 'p999Ms' | 'maxMs'> {
+  return {
+    p50Ms: round2(percentile(sorted, 50)),
+    p90Ms: round2(percentile(sorted, 90)),
+    p99Ms: round2(percentile(sorted, 99)),
+    p999Ms: round2(percentile(sorted, 99.9)),
+    maxMs: round2(sorted.at(-1) ?? Number.NaN),
+  };
+}
+
 export async function measure(options: autocannon.Options): Promise<Measured> {
   const samples: number[] = [];
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
@@ -71,11 +82,7 @@ export async function measure(options: autocannon.Options): Promise<Measured> {
     errors: result.errors,
     timeouts: result.timeouts,
     statusCodes,
-    p50Ms: round2(percentile(samples, 50)),
-    p90Ms: round2(percentile(samples, 90)),
-    p99Ms: round2(percentile(samples, 99)),
-    p999Ms: round2(percentile(samples, 99.9)),
-    maxMs: round2(samples.at(-1) ?? Number.NaN),
+    ...latencyFigures(samples),
     autocannonP99Ms: result.latency.p99,
   };
 }
