@@ -35,7 +35,7 @@ export interface FixedRateOptions {
   request: (index: number) => FixedRateRequest;
   /** Each answer's status and body, in the order they arrive. */
   onResponse?: (status: number, body: string) => void;
-  /** Longest an answer may take before it counts as a timeout, from when it was due. */
+  /** Longest a connection may sit silent waiting for an answer before the request counts as a timeout. */
   timeoutMs?: number;
 }
 

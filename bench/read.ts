@@ -136,7 +136,7 @@ async function readPhase(url: string, adminToken: string, pid: number) {
     (Object.keys(routes) as Name[]).map((name) => [name, Math.round(((cpuRounds[name]![0] + cpuRounds[name]![1]) / 2) * 10) / 10]),
   ) as Record<Name, number>;
 
-  // Evenly spaced, latency from each request's due time (bench/fixed-rate.ts).
+  // Evenly spaced; each latency from when the request was issued, a wait for a busy connection included (bench/fixed-rate.ts).
   const fixedRate = {} as Record<Name, Measured>;
   for (const name of Object.keys(routes) as Name[]) {
     log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
