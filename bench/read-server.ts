@@ -1,3 +1,4 @@
+import { type PerformanceEntry, PerformanceObserver, constants } from 'node:perf_hooks';
 import v8 from 'node:v8';
 import type { FastifyInstance } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -18,6 +19,17 @@ import type { Caller } from '../src/plugins/auth.ts';
 
 const [settingsJson, adminUserId] = process.argv.slice(2);
 const PAGE = { limit: 20, offset: 0 };
+
+// Collections since the start, by kind: with the old generation's size, what
+// bench/read.ts reads around a phase to tell how much of it outlived the young generation.
+const collections = { scavenges: 0, markCompacts: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const kind = (entry as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind;
+    if (kind === constants.NODE_PERFORMANCE_GC_MINOR) collections.scavenges += 1;
+    else if (kind === constants.NODE_PERFORMANCE_GC_MAJOR) collections.markCompacts += 1;
+  }
+}).observe({ entryTypes: ['gc'] });
 
 const benchRoutes: FastifyPluginAsyncZod = async (app) => {
   const feedback = createFeedbackService({ db: app.db, captcha: { enabled: false, verify: async () => 'passed' } });
@@ -43,6 +55,10 @@ const benchRoutes: FastifyPluginAsyncZod = async (app) => {
       v8.getHeapSpaceStatistics().map((space) => [space.space_name, { committedMiB: mib(space.physical_space_size), usedMiB: mib(space.space_used_size) }]),
     );
     return { rssMiB: mib(usage.rss), heapTotalMiB: mib(usage.heapTotal), heapUsedMiB: mib(usage.heapUsed), externalMiB: mib(usage.external), arrayBuffersMiB: mib(usage.arrayBuffers), spaces };
+  });
+  app.get('/bench/gc', async () => {
+    const oldSpace = v8.getHeapSpaceStatistics().find((space) => space.space_name === 'old_space');
+    return { ...collections, oldSpaceUsedBytes: oldSpace?.space_used_size ?? 0 };
   });
 };
 

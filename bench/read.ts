@@ -138,9 +138,12 @@ async function readPhase(url: string, adminToken: string, pid: number) {
 
   // Evenly spaced; each latency from when the request was issued, a wait for a busy connection included (bench/fixed-rate.ts).
   const fixedRate = {} as Record<Name, Measured>;
+  const collections = {} as Record<Name, Collections>;
   for (const name of Object.keys(routes) as Name[]) {
     log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
+    const before = await gcCounters(url);
     fixedRate[name] = await measureAtFixedRate({ url, rate: FIXED_RATE, durationS: DURATION_S, connections: CONNECTIONS, request: () => routes[name] });
+    collections[name] = collectionsBetween(before, await gcCounters(url), fixedRate[name].total);
   }
   // The same rate in autocannon's rate mode, as the runs before 2026-11-23 (late
   // night) took it: each second starts with a saturated burst of FIXED_RATE requests.
@@ -149,8 +152,35 @@ async function readPhase(url: string, adminToken: string, pid: number) {
     log(`${name}: ${DURATION_S}s in autocannon's rate mode, ${FIXED_RATE} requests at the start of each second`);
     burstEachSecond[name] = await measure({ ...target(name), connections: CONNECTIONS, overallRate: FIXED_RATE, duration: DURATION_S });
   }
-  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, serverCpuUsPerRequest, fixedRate, burstEachSecond };
+  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, serverCpuUsPerRequest, fixedRate, collections, burstEachSecond };
 }
+
+interface GcCounters {
+  scavenges: number;
+  markCompacts: number;
+  oldSpaceUsedBytes: number;
+}
+
+interface Collections {
+  scavenges: number;
+  markCompacts: number;
+  /** What the old generation grew by, a request; only when no mark-compact ran (one empties it). */
+  oldGrowthKiBPerRequest: number | null;
+}
+
+const gcCounters = async (url: string) => (await (await fetch(`${url}/bench/gc`)).json()) as GcCounters;
+
+function collectionsBetween(before: GcCounters, after: GcCounters, requests: number): Collections {
+  const markCompacts = after.markCompacts - before.markCompacts;
+  return {
+    scavenges: after.scavenges - before.scavenges,
+    markCompacts,
+    oldGrowthKiBPerRequest: markCompacts === 0 && requests > 0 ? Math.round(((after.oldSpaceUsedBytes - before.oldSpaceUsedBytes) / 1024 / requests) * 100) / 100 : null,
+  };
+}
+
+const describeCollections = (c: Collections) =>
+  `${c.scavenges} scavenges, ${c.markCompacts} mark-compacts${c.oldGrowthKiBPerRequest === null ? '' : `, old generation +${c.oldGrowthKiBPerRequest} KiB a request`}`;
 
 async function soakPhase(url: string, adminToken: string, websiteId: string, pid: number) {
   const perRoute = Math.round(SOAK_RATE / 4);
@@ -282,7 +312,7 @@ async function main() {
     const host = await machine(pg.version as string);
 
     const read = await readPhase(server.url, adminToken, pid);
-    const { throughput: t, fixedRate: f, burstEachSecond: b, serverCpuUsPerRequest: c } = read;
+    const { throughput: t, fixedRate: f, burstEachSecond: b, serverCpuUsPerRequest: c, collections: gc } = read;
     const readReport = {
       date: new Date().toISOString(),
       machine: host,
@@ -376,6 +406,12 @@ async function main() {
         null,
       ),
       goal(`p99 at a fixed ${FIXED_RATE} req/s: real route ÷ constant route`, `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', p99Ratio <= 2, p99Ratio),
+      goal(
+        `garbage collections in the ${DURATION_S} s at a fixed ${FIXED_RATE} req/s: real route; constant route`,
+        `${describeCollections(gc.realRoute)}; ${describeCollections(gc.bare)}`,
+        'for the analysis',
+        null,
+      ),
       goal(`p99 at a fixed ${FIXED_RATE} req/s: RLS list ÷ constant route`, `${f.rls.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', rlsP99Ratio <= 2, rlsP99Ratio),
       goal(
         `p99 with ${FIXED_RATE} requests at the start of each second (autocannon's rate mode): real route, constant route`,
