@@ -56,7 +56,9 @@ const benchRoutes: FastifyPluginAsyncZod = async (app) => {
     );
     return { rssMiB: mib(usage.rss), heapTotalMiB: mib(usage.heapTotal), heapUsedMiB: mib(usage.heapUsed), externalMiB: mib(usage.external), arrayBuffersMiB: mib(usage.arrayBuffers), spaces };
   });
-  app.get('/bench/gc', async () => {
+  app.get('/bench/gc', async (request) => {
+    // ?collect=1: a full collection first, so a phase starts with only what is live in the old generation.
+    if ((request.query as { collect?: string }).collect === '1') (globalThis as { gc?: () => void }).gc?.();
     const oldSpace = v8.getHeapSpaceStatistics().find((space) => space.space_name === 'old_space');
     return { ...collections, oldSpaceUsedBytes: oldSpace?.space_used_size ?? 0 };
   });

@@ -141,7 +141,7 @@ async function readPhase(url: string, adminToken: string, pid: number) {
   const collections = {} as Record<Name, Collections>;
   for (const name of Object.keys(routes) as Name[]) {
     log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
-    const before = await gcCounters(url);
+    const before = await gcCounters(url, { collect: true });
     fixedRate[name] = await measureAtFixedRate({ url, rate: FIXED_RATE, durationS: DURATION_S, connections: CONNECTIONS, request: () => routes[name] });
     collections[name] = collectionsBetween(before, await gcCounters(url), fixedRate[name].total);
   }
@@ -168,7 +168,7 @@ interface Collections {
   oldGrowthKiBPerRequest: number | null;
 }
 
-const gcCounters = async (url: string) => (await (await fetch(`${url}/bench/gc`)).json()) as GcCounters;
+const gcCounters = async (url: string, { collect = false } = {}) => (await (await fetch(`${url}/bench/gc${collect ? '?collect=1' : ''}`)).json()) as GcCounters;
 
 function collectionsBetween(before: GcCounters, after: GcCounters, requests: number): Collections {
   const markCompacts = after.markCompacts - before.markCompacts;
