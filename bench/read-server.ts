@@ -8,7 +8,7 @@ import { ListFeedbackResponseSchema } from '../src/modules/feedback/schemas.ts';
 import { createFeedbackService } from '../src/modules/feedback/service.ts';
 import type { Caller } from '../src/plugins/auth.ts';
 
-// The server process of bench/read.ts: the real application plus three
+// The server process of bench/read.ts: the real application plus
 // bench-only routes (registered through buildApp's `extend`), on loopback.
 // The two feedback routes call the same service method, with the same
 // response schema, as GET /api/feedback/get-feedback; only the caller

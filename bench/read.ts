@@ -22,7 +22,8 @@ import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 //    bare route returning a constant, and the real route with the legacy
 //    admin token: req/s, p50, p99 at a fixed number of connections (two
 //    rounds in opposite order, averaged), then each at a fixed 1k req/s,
-//    evenly spaced (bench/fixed-rate.ts), and in autocannon's rate mode (the
+//    evenly spaced (bench/fixed-rate.ts), after a full collection and with
+//    the collections during it counted, and in autocannon's rate mode (the
 //    second's requests in a burst at its start) for comparison with earlier runs.
 // 2. Soak: public feedback submission (limits raised, notifications sent to
 //    the stack's SMTP sink), analytics ingestion, the admin list and /health
