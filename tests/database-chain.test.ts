@@ -17,6 +17,7 @@ const { hostname, port } = new URL(databaseUrl);
 
 /** Writes to PostgreSQL's socket so far, over every connection of `sql`. */
 let writes = 0;
+// `socket` is in postgres.js's documented options but not in its types.
 const sql = postgres(databaseUrl, {
   max: 1,
   onnotice: () => {},
@@ -31,7 +32,7 @@ const sql = postgres(databaseUrl, {
       socket.once('connect', () => resolve(socket));
       socket.once('error', reject);
     }),
-});
+} as postgres.Options<{}>);
 /** Another client, for what must not go through the one connection above. */
 const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
 
@@ -40,7 +41,7 @@ beforeAll(async () => {
   await sql`select 1`;
 });
 afterAll(async () => {
-  await admin`drop table if exists chain_probe, chain_shape`;
+  await admin`drop table if exists chain_probe, chain_shape, chain_stale`;
   await Promise.all([sql.end(), admin.end()]);
 });
 
@@ -182,6 +183,36 @@ describe('readAtOnceAsActor', () => {
     expect(timeout.value).toBe('1234ms');
     const [session] = await db.sql`select current_user as role`;
     expect(session.role).toBe('service_role');
+  });
+
+  it('runs the whole chain again, settings first, when a migration changed the shape of a cached statement', async () => {
+    await admin`create table chain_stale (a int)`;
+    await admin`insert into chain_stale values (1)`;
+    await admin`grant select on chain_stale to anon`;
+    let runs = 0;
+    const read = () =>
+      db.readAtOnceAsActor({ role: 'anon' }, (tx) => {
+        runs += 1;
+        return Promise.all([tx`select current_user as role`, tx`select * from chain_stale`]);
+      });
+    expect((await read())[1]).toEqual([{ a: 1 }]);
+    await admin`alter table chain_stale add column b int`;
+    runs = 0;
+    const [[who], rows] = await read();
+    expect(runs).toBe(2);
+    expect(who.role).toBe('anon');
+    expect(rows).toEqual([{ a: 1, b: null }]);
+  });
+
+  it('does not run the chain again for any other error', async () => {
+    let runs = 0;
+    await expect(
+      db.readAtOnceAsActor({ role: 'anon' }, (tx) => {
+        runs += 1;
+        return tx`select * from chain_no_such_table`;
+      }),
+    ).rejects.toMatchObject({ code: '42P01' });
+    expect(runs).toBe(1);
   });
 
   it('refuses a statement made after an await, so nothing runs outside the actor’s settings', async () => {

@@ -26,6 +26,17 @@ export type DbActor =
 /** The actor of a caller whose rights are the service role's (the legacy admin token, a checked API key). */
 export const ELEVATED_ACTOR: DbActor = { role: ELEVATED_ROLE };
 
+// A prepared statement PostgreSQL no longer accepts as cached: a migration
+// changed the shape of what it reads, or the server lost it. postgres.js
+// retries such a statement on its own, but not inside a chain, where the retry
+// would run outside the transaction and without the caller's role.
+const STALE_STATEMENT_ROUTINES = new Set(['RevalidateCachedQuery', 'FetchPreparedStatement']);
+
+function isStaleStatement(error: unknown): boolean {
+  const routine = (error as { routine?: unknown } | null)?.routine;
+  return typeof routine === 'string' && STALE_STATEMENT_ROUTINES.has(routine);
+}
+
 /** A request waited longer than the acquire deadline for a connection. */
 export class AcquireTimeoutError extends Error {
   readonly code = 'ACQUIRE_TIMEOUT';
@@ -41,6 +52,8 @@ export interface Database {
    * the actor's settings and the statements go out in one write and run as
    * one implicit transaction, one round trip in all (asActor takes three). A
    * statement issued after an await is refused; `tx.savepoint` is not there.
+   * `work` runs a second time when a cached statement went stale (a migration
+   * changed a table it reads), so it must not have effects of its own.
    */
   readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
   /** An elevated query on a request's path, refused (and cancelled) when it has not answered by the acquire deadline. */
@@ -116,6 +129,17 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   }
 
   async function readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
+    try {
+      return await readChainedAsActor(actor, work);
+    } catch (error) {
+      if (!isStaleStatement(error)) throw error;
+      // The chain was rolled back whole and the driver forgot the statement:
+      // running it all again, from the actor's settings, prepares it afresh.
+      return readChainedAsActor(actor, work);
+    }
+  }
+
+  async function readChainedAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     const reservation = sql.reserve();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<never>((_, reject) => {
