@@ -9,16 +9,18 @@ import postgres from 'postgres';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { BENCH_BUILD, compiledServer } from './load.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50]
 //
 // Where a request's CPU time goes: the do-nothing POST route behind every
-// plugin of the app (bench/server.ts), the same route on a bare Fastify, and
-// the ingestion route itself (a real event, with a forwarded public address
-// and a campaign), each under V8's CPU profiler while autocannon (this
-// process) loads it. The profiler runs over the measured load only (the
+// plugin of the app (bench/server.ts), the same route on a bare Fastify, the
+// ingestion route itself (a real event, with a forwarded public address and a
+// campaign), and the feedback list (GET /api/feedback/get-feedback, a page
+// of 20 of 1,000 rows, as bench:read's real route), each under V8's CPU
+// profiler while autocannon (this process) loads it. The profiler runs over the measured load only (the
 // server starts and stops it on a signal, bench/server.ts): start-up and
 // warm-up would otherwise be divided among the measured requests.
 // Prints self time per request, by package or source file and by function,
@@ -81,14 +83,33 @@ function selfTimes(profile: CpuProfile) {
   return { byOwner, byFunction };
 }
 
-type Mode = 'bare' | 'app' | 'ingest';
+type Mode = 'bare' | 'app' | 'ingest' | 'feedbackList';
 const TITLES: Record<Mode, string> = {
   bare: 'Bare Fastify route',
   app: 'Do-nothing route behind every plugin',
   ingest: 'POST /api/analytics (validation, enrichment, group commit)',
+  feedbackList: 'GET /api/feedback/get-feedback (a page of 20, the legacy admin token)',
 };
+const FEEDBACK_ROWS = 1000;
 
-async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, websiteId: string) {
+/** What autocannon sends in each mode. */
+function requestOf(mode: Mode, websiteId: string, adminToken: string): Pick<autocannon.Options, 'method' | 'headers' | 'body'> & { path: string } {
+  if (mode === 'feedbackList') {
+    return { path: '/api/feedback/get-feedback?limit=20', method: 'GET', headers: { authorization: `Bearer ${adminToken}` } };
+  }
+  const body = JSON.stringify({
+    websiteId,
+    eventType: 'page_view',
+    page: '/work?utm_source=newsletter&utm_medium=email&utm_campaign=launch',
+    referrer: 'https://www.google.com/search',
+    userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
+    sessionId: 's-1',
+  });
+  const path = mode === 'app' ? '/bench/noop' : '/api/analytics';
+  return { path, method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '193.99.144.80' }, body };
+}
+
+async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, request: ReturnType<typeof requestOf>) {
   const serverMode = mode === 'bare' ? 'bare' : 'app';
   const profileFile = path.join(dir, `${mode}.cpuprofile`);
   const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), await compiledServer('bench/server.ts'), serverMode, JSON.stringify(settings)], {
@@ -104,20 +125,16 @@ async function profileServer(mode: Mode, settings: Record<string, string>, dir: 
     return JSON.parse(value) as { port?: number; profiling?: boolean };
   };
   const port = (await nextLine()).port ?? 0;
-  const url = `http://127.0.0.1:${port}${mode === 'app' ? '/bench/noop' : '/api/analytics'}`;
-  const body = JSON.stringify({
-    websiteId,
-    eventType: 'page_view',
-    page: '/work?utm_source=newsletter&utm_medium=email&utm_campaign=launch',
-    referrer: 'https://www.google.com/search',
-    userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',
-    sessionId: 's-1',
-  });
+  const { path: requestPath, ...sent } = request;
+  const url = `http://127.0.0.1:${port}${requestPath}`;
   const run = (duration: number) =>
     new Promise<autocannon.Result>((resolve, reject) =>
-      autocannon({ url, method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '193.99.144.80' }, body, connections: CONNECTIONS, duration }, (error, result) =>
-        error ? reject(error) : resolve(result),
-      ),
+      autocannon({ url, ...sent, connections: CONNECTIONS, duration }, (error, result) => {
+        if (error) return reject(error);
+        // A profile of refusals would say nothing about the route.
+        if (result.non2xx > 0 || result.errors > 0) return reject(new Error(`${mode}: ${result.non2xx} non-2xx answers, ${result.errors} errors`));
+        resolve(result);
+      }),
     );
   await run(2);
   // The profile spans the measured run alone: its requests are the ones counted.
@@ -165,12 +182,18 @@ async function main() {
     const [website] = await owner`
       insert into public.websites (name, domain, api_key_hash, api_key_prefix)
       values ('Profile', 'profile.example.test', ${key.hash}, ${key.prefix}) returning id`;
+    await owner`
+      insert into public.feedback (name, email, comment, rating, category, created_at)
+      select 'Reader ' || i, 'reader' || i || '@example.test', 'Seeded feedback number ' || i || ' for the profile.',
+             1 + i % 5, 'General Feedback', now() - make_interval(secs => i)
+        from generate_series(1, ${FEEDBACK_ROWS}) as i`;
     await owner.end();
-    for (const mode of ['bare', 'app', 'ingest'] as const) {
+    const adminToken = await signLegacyAdminToken(settings.ADMIN_JWT_SECRET, 'bench-profile');
+    for (const mode of ['bare', 'app', 'ingest', 'feedbackList'] as const) {
       const dir = path.join(work, mode);
       await mkdir(dir, { recursive: true });
       log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under the CPU profiler`);
-      const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir, website.id as string);
+      const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir, requestOf(mode, website.id as string, adminToken));
       const { byOwner, byFunction } = selfTimes(profile);
       const total = [...byOwner.values()].reduce((a, b) => a + b, 0);
       const idle = byOwner.get('((idle))') ?? 0;
@@ -188,7 +211,7 @@ async function main() {
       path.join(ROOT, 'bench/results/profile.json'),
       `${JSON.stringify({ date: new Date().toISOString(), durationSeconds: DURATION_S, connections: CONNECTIONS, ...results }, null, 2)}\n`,
     );
-    log('bench/results/profile.json written; flame graphs: .cache/profiles/{bare,app,ingest}.cpuprofile (Chrome DevTools, speedscope)');
+    log('bench/results/profile.json written; flame graphs: .cache/profiles/{bare,app,ingest,feedbackList}.cpuprofile (Chrome DevTools, speedscope)');
   } finally {
     await rm(work, { recursive: true, force: true });
     await stack.stop();
