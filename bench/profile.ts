@@ -18,14 +18,14 @@ import { BENCH_BUILD, compiledServer } from './load.ts';
 // Where a request's CPU time goes: the do-nothing POST route behind every
 // plugin of the app (bench/server.ts), the same route on a bare Fastify, the
 // ingestion route itself (a real event, with a forwarded public address and a
-// campaign), and the feedback list (GET /api/feedback/get-feedback, a page
-// of 20 of 1,000 rows, as bench:read's real route), each under V8's CPU
-// profiler while autocannon (this process) loads it. The profiler runs over the measured load only (the
-// server starts and stops it on a signal, bench/server.ts): start-up and
-// warm-up would otherwise be divided among the measured requests.
-// Prints self time per request, by package or source file and by function,
-// and writes bench/results/profile.json; the .cpuprofile files can be opened
-// in Chrome DevTools or speedscope for a flame graph.
+// campaign), and the feedback list (GET /api/feedback/get-feedback, a page of
+// 20 of 1,000 rows, as bench:read's real route), each under V8's CPU profiler
+// while autocannon (this process) loads it. The profiler runs over the measured
+// load only (the server starts and stops it on a signal, bench/server.ts):
+// start-up and warm-up would otherwise be divided among the measured requests.
+// Prints self time per request, by package or source file and by function, and
+// writes bench/results/profile.json; the .cpuprofile files can be opened in
+// Chrome DevTools or speedscope for a flame graph.
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
