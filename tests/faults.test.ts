@@ -30,7 +30,7 @@ import { createPrivateDatabase } from './support/private-database.ts';
 // the point, and run in a database of this file's own, so no other test file
 // loses a connection.
 
-const ROUTES: RouteName[] = ['submit feedback', 'ingest event', 'list feedback'];
+const ROUTES: RouteName[] = ['submit feedback', 'ingest event', 'list feedback', 'analytics summary'];
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** postgres.js reconnects with a growing backoff after repeated connection errors (up to 20 s). */
 const RECOVERY_MS = 25_000;
@@ -114,7 +114,7 @@ describe('Postgres connections killed while requests are in flight', () => {
     let ended = 0;
     // Holding the tables' locks parks each request's statement inside Postgres, so it is in flight when killed.
     await sql.begin(async (tx) => {
-      await tx`lock table public.feedback, public.analytics_events in access exclusive mode`;
+      await tx`lock table public.feedback, public.analytics_events, public.analytics_daily_totals in access exclusive mode`;
       const inFlight = ROUTES.map((route) => send(target, route));
       await waitFor(
         async () => {

@@ -7,8 +7,9 @@ import { asLoginRole } from '../../src/lib/database-url.ts';
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './app.ts';
 import { feedbackBody } from './feedback-fixtures.ts';
 
-// Requests for tests/faults.test.ts: the three DB-backed routes it drives
-// (public feedback submission, analytics ingestion, the admin feedback list),
+// Requests for tests/faults.test.ts: the DB-backed routes it drives (public
+// feedback submission, analytics ingestion, and two reads of one round trip
+// each, db.readAtOnceAsActor: the admin feedback list and the analytics summary),
 // sent over real HTTP with a deadline, so a request that hangs fails the
 // test instead of holding it open; and the real server process to send them to.
 
@@ -23,9 +24,16 @@ export interface Answer {
   ms: number;
 }
 
-export type RouteName = 'submit feedback' | 'ingest event' | 'list feedback';
+export type RouteName = 'submit feedback' | 'ingest event' | 'list feedback' | 'analytics summary';
 
-export const SUCCESS: Record<RouteName, number> = { 'submit feedback': 201, 'ingest event': 201, 'list feedback': 200 };
+export const SUCCESS: Record<RouteName, number> = { 'submit feedback': 201, 'ingest event': 201, 'list feedback': 200, 'analytics summary': 200 };
+
+const PATHS: Record<RouteName, (target: Target) => string> = {
+  'submit feedback': () => '/api/feedback',
+  'ingest event': () => '/api/analytics',
+  'list feedback': () => '/api/feedback/get-feedback?limit=5',
+  'analytics summary': (target) => `/api/analytics?websiteId=${target.websiteId}`,
+};
 
 export interface Target {
   baseUrl: string;
@@ -45,9 +53,8 @@ export async function send(target: Target, route: RouteName): Promise<Answer> {
             body: JSON.stringify({ websiteId: target.websiteId, eventType: 'page_view', page: '/faults', userAgent: BROWSER, sessionId: randomUUID() }),
           }
         : { method: 'GET', headers: { authorization: target.adminAuthorization } };
-  const path = route === 'submit feedback' ? '/api/feedback' : route === 'ingest event' ? '/api/analytics' : '/api/feedback/get-feedback?limit=5';
   try {
-    const response = await fetch(`${target.baseUrl}${path}`, { ...init, signal: AbortSignal.timeout(REQUEST_DEADLINE_MS) });
+    const response = await fetch(`${target.baseUrl}${PATHS[route](target)}`, { ...init, signal: AbortSignal.timeout(REQUEST_DEADLINE_MS) });
     const body = (await response.json()) as Record<string, unknown>;
     return { route, status: response.status, body, ms: Math.round(performance.now() - started) };
   } catch (error) {
