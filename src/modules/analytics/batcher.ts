@@ -4,7 +4,7 @@ import type { Config } from '../../config.ts';
 import { serviceUnavailable } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
-import { type EventRow, insertEventBatchElevated } from './ingest-queries.ts';
+import { type EventRow, insertEventBatchQueryElevated, storedIds } from './ingest-queries.ts';
 
 // The ingestion write path: events are written by group commit, one
 // multi-row INSERT per batch, and a request is answered only after the batch
@@ -39,7 +39,11 @@ export default fp<{ config: Config }>(
     async function write(rows: EventRow[]): Promise<RecordOutcome[]> {
       for (let attempt = 1; ; attempt += 1) {
         try {
-          const stored = await insertEventBatchElevated(app.db.sql, rows);
+          // Bounded like every elevated query on a request's path: its callers
+          // wait for it, and under the fault test a write once never settled
+          // (docs/performance.md). A cancelled write rolls back; a late commit
+          // stores events that were answered 503, never the reverse.
+          const stored = storedIds(await app.db.bounded(insertEventBatchQueryElevated(app.db.sql, rows)));
           return rows.map((row) => (stored.has(row.id) ? 'stored' : 'unknown-website'));
         } catch (error) {
           const code = (error as { code?: string }).code;

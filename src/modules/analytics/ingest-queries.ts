@@ -27,10 +27,11 @@ export interface EventRow {
  * Elevated: one multi-row INSERT for a whole batch, the rows sent as one JSON
  * array (V8's JSON.stringify is the cheapest encoder at hand); the rollup
  * trigger runs in the same statement. Rows for websites that do not exist
- * are skipped, and the ids returned are the ones stored.
+ * are skipped, and the ids returned are the ones stored. Pending, so the
+ * batcher can bound it (db.bounded).
  */
-export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[]): Promise<Set<string>> {
-  const stored = await sql<{ id: string }[]>`
+export function insertEventBatchQueryElevated(sql: ElevatedSql, rows: EventRow[]) {
+  return sql<{ id: string }[]>`
     insert into public.analytics_events
       (id, website_id, event_type, page, referrer, referrer_host, user_agent, device_type,
        session_id, user_id, visitor_id, country, utm_source, utm_medium, utm_campaign, metadata, created_at)
@@ -43,5 +44,14 @@ export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[
         "utmMedium" text, "utmCampaign" text, metadata jsonb, "createdAt" timestamptz)
      where exists (select 1 from public.websites w where w.id = e."websiteId")
     returning id`;
-  return new Set(stored.map((row) => row.id));
+}
+
+/** The ids of the rows the batch stored. */
+export function storedIds(rows: readonly { id: string }[]): Set<string> {
+  return new Set(rows.map((row) => row.id));
+}
+
+/** Elevated: insertEventBatchQueryElevated, awaited; the ids stored. */
+export async function insertEventBatchElevated(sql: ElevatedSql, rows: EventRow[]): Promise<Set<string>> {
+  return storedIds(await insertEventBatchQueryElevated(sql, rows));
 }
