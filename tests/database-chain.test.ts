@@ -40,7 +40,7 @@ beforeAll(async () => {
   await sql`select 1`;
 });
 afterAll(async () => {
-  await admin`drop table if exists chain_probe, chain_shape, chain_stale`;
+  await admin`drop table if exists chain_probe, chain_shape`;
   await Promise.all([sql.end(), admin.end()]);
 });
 
