@@ -52,6 +52,18 @@ export interface DatabaseOptions {
   acquireTimeoutMs?: number;
 }
 
+/**
+ * Seconds before a closed connection opens again, after `retries` connection
+ * errors in a row across the pool: 50 ms doubling, at most 2 s, with jitter.
+ * postgres.js's own grows to 20 s, so after a burst of errors (a restart, a
+ * failover) the pool stayed closed up to 20 s after PostgreSQL was back; a
+ * connection attempt every 1–2 s per connection is nothing to a server that
+ * is down.
+ */
+export function reconnectDelaySeconds(retries: number): number {
+  return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
+}
+
 /** The pool, its caller path and its elevated path; connections open on first use. */
 export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
@@ -60,6 +72,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
     max: options.max ?? 10,
     idle_timeout: 30,
     connect_timeout: 5,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     // The session default, for the elevated paths; asActor sets it again per
     // transaction because a role's own statement_timeout is not applied on SET ROLE.
