@@ -2,14 +2,16 @@ import net from 'node:net';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
+import { asLoginRole } from '../src/lib/database-url.ts';
+import { connectDatabase } from '../src/plugins/db.ts';
 
 // The patched driver's chains (patches/postgres+3.4.9.patch): the queries a
 // reserved connection is given in one turn of the event loop go out in one
 // write with one Sync, so PostgreSQL runs them as one implicit transaction.
-// Checked here against the real server: every statement sees what the first
-// one set, an error skips the rest, and nothing can join the chain once it is
-// sent. The app does not use chains (docs/performance.md, "One round trip");
-// the reserve() fixes of the same patch are checked at the end.
+// readAtOnceAsActor rests on three things checked here against the real
+// server: every statement sees what the first one set, an error skips the
+// rest, and nothing can join the chain once it is sent. The reserve() fixes
+// of the same patch are checked after them, readAtOnceAsActor itself last.
 
 const databaseUrl = inject('stack').databaseUrl;
 const { hostname, port } = new URL(databaseUrl);
@@ -40,7 +42,7 @@ beforeAll(async () => {
   await sql`select 1`;
 });
 afterAll(async () => {
-  await admin`drop table if exists chain_probe, chain_shape`;
+  await admin`drop table if exists chain_probe, chain_shape, chain_stale`;
   await Promise.all([sql.end(), admin.end()]);
 });
 
@@ -188,5 +190,64 @@ describe('reserved connections that close', () => {
     await expect(within(c`select 6 as n`, 5_000)).rejects.toMatchObject({ code: 'CONNECTION_CLOSED' });
     c.release();
     expect(await within(sql`select 7 as n`, 5_000)).toEqual([{ n: 7 }]);
+  });
+});
+
+describe('readAtOnceAsActor', () => {
+  const db = connectDatabase(asLoginRole(databaseUrl), { max: 1, statementTimeoutMs: 1_234 });
+  afterAll(() => db.close());
+
+  it('runs its statements as the actor, with its claims and the statement timeout, then the session is the elevated role again', async () => {
+    const claims = { sub: '00000000-0000-4000-8000-000000000001', role: 'authenticated' };
+    const [[who], [timeout]] = await db.readAtOnceAsActor({ role: 'authenticated', claims }, (tx) =>
+      Promise.all([
+        tx`select current_user as role, current_setting('request.jwt.claims', true)::jsonb as claims`,
+        tx`select current_setting('statement_timeout') as value`,
+      ]),
+    );
+    expect(who).toEqual({ role: 'authenticated', claims });
+    expect(timeout.value).toBe('1234ms');
+    const [session] = await db.sql`select current_user as role`;
+    expect(session.role).toBe('service_role');
+  });
+
+  it('runs the whole chain again, settings first, when a migration changed the shape of a cached statement', async () => {
+    await admin`create table chain_stale (a int)`;
+    await admin`insert into chain_stale values (1)`;
+    await admin`grant select on chain_stale to anon`;
+    let runs = 0;
+    const read = () =>
+      db.readAtOnceAsActor({ role: 'anon' }, (tx) => {
+        runs += 1;
+        return Promise.all([tx`select current_user as role`, tx`select * from chain_stale`]);
+      });
+    expect((await read())[1]).toEqual([{ a: 1 }]);
+    await admin`alter table chain_stale add column b int`;
+    runs = 0;
+    const [[who], rows] = await read();
+    expect(runs).toBe(2);
+    expect(who.role).toBe('anon');
+    expect(rows).toEqual([{ a: 1, b: null }]);
+  });
+
+  it('does not run the chain again for any other error', async () => {
+    let runs = 0;
+    await expect(
+      db.readAtOnceAsActor({ role: 'anon' }, (tx) => {
+        runs += 1;
+        return tx`select * from chain_no_such_table`;
+      }),
+    ).rejects.toMatchObject({ code: '42P01' });
+    expect(runs).toBe(1);
+  });
+
+  it('refuses a statement made after an await, so nothing runs outside the actor’s settings', async () => {
+    await expect(
+      db.readAtOnceAsActor({ role: 'anon' }, async (tx) => {
+        await tx`select 1`;
+        return tx`select current_user`;
+      }),
+    ).rejects.toMatchObject({ code: 'CHAIN_ENDED' });
+    expect(await db.sql`select 1 as n`).toEqual([{ n: 1 }]);
   });
 });

@@ -26,6 +26,17 @@ export type DbActor =
 /** The actor of a caller whose rights are the service role's (the legacy admin token, a checked API key). */
 export const ELEVATED_ACTOR: DbActor = { role: ELEVATED_ROLE };
 
+// A prepared statement PostgreSQL no longer accepts as cached: a migration
+// changed the shape of what it reads, or the server lost it. postgres.js
+// retries such a statement on its own, but not inside a chain, where the retry
+// would run outside the transaction and without the caller's role.
+const STALE_STATEMENT_ROUTINES = new Set(['RevalidateCachedQuery', 'FetchPreparedStatement']);
+
+function isStaleStatement(error: unknown): boolean {
+  const routine = (error as { routine?: unknown } | null)?.routine;
+  return typeof routine === 'string' && STALE_STATEMENT_ROUTINES.has(routine);
+}
+
 /** A request waited longer than the acquire deadline for a connection. */
 export class AcquireTimeoutError extends Error {
   readonly code = 'ACQUIRE_TIMEOUT';
@@ -36,6 +47,15 @@ export interface Database {
   sql: ElevatedSql;
   /** Runs `work` in one transaction as `actor`, under row-level security. */
   asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
+  /**
+   * asActor for reads that issue every statement at once, before awaiting any:
+   * the actor's settings and the statements go out in one write and run as
+   * one implicit transaction, one round trip in all (asActor takes three). A
+   * statement issued after an await is refused; `tx.savepoint` is not there.
+   * `work` runs a second time when a cached statement went stale (a migration
+   * changed a table it reads), so it must not have effects of its own.
+   */
+  readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
   /** An elevated query on a request's path, refused (and cancelled) when it has not answered by the acquire deadline. */
   bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T>;
   /** Round-trip time of a trivial query, in milliseconds. */
@@ -83,8 +103,13 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   });
   const statementTimeout = `${statementTimeoutMs}ms`;
 
+  const claimsOf = (actor: DbActor) => JSON.stringify(actor.role === 'authenticated' ? actor.claims : { role: actor.role });
+  /** Makes the transaction's role, JWT claims and statement timeout the actor's (until it ends). */
+  const setActor = (tx: Tx, actor: DbActor) =>
+    tx`select set_config('role', ${actor.role}, true), set_config('request.jwt.claims', ${claimsOf(actor)}, true),
+              set_config('statement_timeout', ${statementTimeout}, true)`;
+
   async function asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
-    const claims = JSON.stringify(actor.role === 'authenticated' ? actor.claims : { role: actor.role });
     let started = false;
     let expired = false;
     let timer: NodeJS.Timeout | undefined;
@@ -102,8 +127,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
       if (expired) throw new AcquireTimeoutError('connection acquired after the deadline');
       // Not awaited on its own: postgres.js pipelines it with the first query
       // of `work`, which saves a round trip per request.
-      const setup = tx`select set_config('role', ${actor.role}, true), set_config('request.jwt.claims', ${claims}, true),
-                              set_config('statement_timeout', ${statementTimeout}, true)`;
+      const setup = setActor(tx, actor);
       setup.catch(() => {});
       const result = await work(tx);
       await setup;
@@ -114,6 +138,51 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
       return (await Promise.race([transaction, deadline])) as T;
     } finally {
       clearTimeout(timer);
+    }
+  }
+
+  async function readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
+    try {
+      return await readChainedAsActor(actor, work);
+    } catch (error) {
+      if (!isStaleStatement(error)) throw error;
+      // The chain was rolled back whole and the driver forgot the statement:
+      // running it all again, from the actor's settings, prepares it afresh.
+      return readChainedAsActor(actor, work);
+    }
+  }
+
+  async function readChainedAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
+    const reservation = sql.reserve();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`)), acquireTimeoutMs);
+    });
+    let connection: postgres.ReservedSql;
+    try {
+      connection = await Promise.race([reservation, deadline]);
+    } catch (error) {
+      // Its caller has had its 503: the connection goes back as soon as it comes.
+      reservation.then((late) => late.release(), () => {});
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    try {
+      // The patched driver (patches/postgres+3.4.9.patch, "chains") writes what
+      // this connection is given until the next turn of the event loop with one
+      // Sync at the end: one implicit transaction, and an error skips the rest.
+      connection.chain();
+      // The chain's sql has everything a query function uses but savepoints.
+      const tx = connection as unknown as Tx;
+      const setup = setActor(tx, actor);
+      // Started before `work`, so it is the chain's first statement.
+      setup.execute().catch(() => {});
+      const result = await work(tx);
+      await setup;
+      return result;
+    } finally {
+      connection.release();
     }
   }
 
@@ -148,7 +217,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
     return performance.now() - started;
   }
 
-  return { sql, asActor, bounded, ping, close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }) };
+  return { sql, asActor, readAtOnceAsActor, bounded, ping, close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }) };
 }
 
 declare module 'fastify' {

@@ -4,7 +4,7 @@ import type { DayRange } from './schemas.ts';
 // Countries and campaign tags, from analytics_daily_dimensions (migration
 // 20261122000110): a visitor counts once in the range, on the first day it
 // was seen there with that value (prev_day before the range). One query per
-// function, in the transaction of `app.db.asActor`.
+// function, in the caller's transaction (`readAtOnceAsActor`).
 
 export type Dimension = 'country' | 'utm_source' | 'utm_medium' | 'utm_campaign';
 

@@ -1,9 +1,9 @@
 import type { Tx } from '../../plugins/db.ts';
 
-// Live view: visitors active in the last minutes, straight from the events
-// (a few minutes of rows, found through the (website_id, created_at) index).
-// Runs in the transaction of `app.db.asActor`, so row-level security decides
-// which websites and events the caller sees.
+// Live view: visitors active in the last minutes, straight from the events (a
+// few minutes of rows, found through the (website_id, created_at) index). Runs
+// in the caller's transaction (`readAtOnceAsActor`), so row-level security
+// decides which websites and events the caller sees.
 
 export interface ActiveWebsite {
   websiteId: string;

@@ -4,8 +4,8 @@ import type { DayRange } from './schemas.ts';
 // The reads: one query per function, named after what it returns (the write
 // path is ingest-queries.ts). They come from the per-day rollups (migration
 // 20261121000510; docs/analytics.md shows why each is exact over any range of
-// days) and take the transaction of `app.db.asActor`, so row-level security
-// decides.
+// days) and take the caller's transaction (`asActor`, or `readAtOnceAsActor`),
+// so row-level security decides.
 
 export interface DailyTotals {
   pageViews: number;

@@ -39,8 +39,8 @@ export function createAnalyticsService({ db }: { db: Database }) {
   /** Runs `work` for `caller` after checking it may see the website and that the website exists. */
   async function forWebsite<T>(caller: AnalyticsCaller, range: DayRange, work: (tx: Tx) => Promise<T>): Promise<T> {
     if (!canViewWebsiteAnalytics(caller, range.websiteId)) throw forbidden();
-    return db.asActor(analyticsDbActorOf(caller), async (tx) => {
-      // Issued together: postgres.js pipelines them on the transaction's connection.
+    return db.readAtOnceAsActor(analyticsDbActorOf(caller), async (tx) => {
+      // Issued together, so they go out with the actor's settings in one round trip.
       const [exists, result] = await Promise.all([websiteExists(tx, range.websiteId), work(tx)]);
       if (!exists) throw websiteNotFound();
       return result;
@@ -117,7 +117,7 @@ export function createAnalyticsService({ db }: { db: Database }) {
   async function activeVisitors(caller: AnalyticsCaller, websiteId: string | undefined): Promise<LiveVisitors> {
     const target = websiteId ?? (caller.kind === 'api-key' ? caller.websiteId : null);
     if (target !== null && !canViewWebsiteAnalytics(caller, target)) throw forbidden();
-    const websites = await db.asActor(analyticsDbActorOf(caller), (tx) =>
+    const websites = await db.readAtOnceAsActor(analyticsDbActorOf(caller), (tx) =>
       getActiveVisitors(tx, { seconds: LIVE_WINDOW_SECONDS, websiteId: target, limit: LIVE_MAX_WEBSITES }),
     );
     if (target !== null && websites.length === 0) throw websiteNotFound();

@@ -113,7 +113,7 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     async me(caller: Extract<Caller, { kind: 'user' }>) {
-      const profile = await db.asActor(dbActorOf(caller), (tx) => getProfile(tx, caller.userId));
+      const profile = await db.readAtOnceAsActor(dbActorOf(caller), (tx) => getProfile(tx, caller.userId));
       if (!profile) throw notFound('Profile not found');
       return {
         id: profile.id,

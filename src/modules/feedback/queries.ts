@@ -2,8 +2,9 @@ import { isoTimestamp } from '../../lib/timestamps.ts';
 import type { Tx } from '../../plugins/db.ts';
 import type { Feedback } from './schemas.ts';
 
-// One query per function, named after what it returns. Every function takes
-// the transaction of `app.db.asActor`, so row-level security decides.
+// One query per function, named after what it returns. Every function takes the
+// caller's transaction (`asActor` or `readAtOnceAsActor`), so row-level
+// security decides.
 
 export type FeedbackStatus = Feedback['status'];
 

@@ -86,7 +86,7 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
 
     async listFeedback(caller: Caller, query: ListFeedbackQuery): Promise<{ data: Feedback[]; total: number }> {
       const filter = { status: query.status, websiteId: query.websiteId };
-      return db.asActor(dbActorOf(caller), async (tx) => {
+      return db.readAtOnceAsActor(dbActorOf(caller), async (tx) => {
         const [total, data] = await Promise.all([countFeedback(tx, filter), listFeedback(tx, filter, query)]);
         return { data, total };
       });
@@ -94,7 +94,7 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
 
     /** One screenshot as bytes to serve; 404 when the feedback is not visible or has none. */
     async findScreenshot(caller: Caller, id: string) {
-      const dataUrl = await db.asActor(dbActorOf(caller), (tx) => feedbackScreenshot(tx, id));
+      const dataUrl = await db.readAtOnceAsActor(dbActorOf(caller), (tx) => feedbackScreenshot(tx, id));
       if (!dataUrl) throw notFound('Screenshot not found');
       return screenshotFile(dataUrl);
     },

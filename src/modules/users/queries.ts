@@ -3,8 +3,9 @@ import type { AppRole } from '../../lib/roles.ts';
 import type { ListUsersQuery, User } from './schemas.ts';
 
 // One query per function, named after what it returns. Each runs in the
-// caller's transaction (plugins/db.ts asActor), so row-level security decides
-// which profiles and roles are visible: a user sees their own, an admin all.
+// caller's transaction (plugins/db.ts: asActor, or readAtOnceAsActor), so
+// row-level security decides which profiles and roles are visible: a user sees
+// their own, an admin all.
 
 interface UserRow {
   id: string;

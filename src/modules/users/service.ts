@@ -30,16 +30,18 @@ function authAdminError(error: unknown): AppError {
 
 export function createUsersService({ db, supabase }: { db: Database; supabase: SupabaseAuth }) {
   const asCaller = <T>(caller: Caller, work: (tx: Tx) => Promise<T>) => db.asActor(dbActorOf(caller), work);
+  /** One statement, read in one round trip (db.readAtOnceAsActor). */
+  const readAsCaller = <T>(caller: Caller, work: (tx: Tx) => Promise<T>) => db.readAtOnceAsActor(dbActorOf(caller), work);
 
   async function getUser(caller: Caller, id: string): Promise<User> {
     if (!canViewUser(caller, id)) throw forbidden();
-    const user = await asCaller(caller, (tx) => getUserById(tx, id));
+    const user = await readAsCaller(caller, (tx) => getUserById(tx, id));
     if (!user) throw userNotFound();
     return user;
   }
 
   async function findUserByEmail(caller: Caller, email: string): Promise<User> {
-    const user = await asCaller(caller, (tx) => getUserByEmail(tx, email));
+    const user = await readAsCaller(caller, (tx) => getUserByEmail(tx, email));
     if (!user) throw userNotFound();
     return user;
   }
@@ -47,7 +49,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
   async function createUser(caller: Caller, { email, password, name }: CreateUserBody): Promise<User> {
     if (!canCreateUser(caller)) throw forbidden();
     // Known duplicates are refused here; the auth server refuses the rest.
-    if (await asCaller(caller, (tx) => getUserByEmail(tx, email))) throw conflict(DUPLICATE_EMAIL);
+    if (await readAsCaller(caller, (tx) => getUserByEmail(tx, email))) throw conflict(DUPLICATE_EMAIL);
     const { data, error } = await supabase
       .admin()
       .auth.admin.createUser({ email, password, email_confirm: true, user_metadata: { name } })
@@ -62,7 +64,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
     if (email !== undefined && !canChangeUserEmail(caller)) throw forbidden('Only an admin may change an e-mail address');
     const current = await getUser(caller, id);
     if (email !== undefined && email.toLowerCase() !== current.email.toLowerCase()) {
-      const holder = await asCaller(caller, (tx) => getUserByEmail(tx, email));
+      const holder = await readAsCaller(caller, (tx) => getUserByEmail(tx, email));
       if (holder && holder.id !== id) throw conflict(DUPLICATE_EMAIL);
       const { error } = await supabase
         .admin()

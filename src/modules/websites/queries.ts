@@ -1,9 +1,9 @@
 import type { ElevatedSql, Tx } from '../../plugins/db.ts';
 import type { Website } from './schemas.ts';
 
-// One query per function, named after what it returns. Each takes the
-// transaction of `app.db.asActor`, so row-level security decides; the one
-// elevated lookup says so in its name.
+// One query per function, named after what it returns. Each takes the caller's
+// transaction (`asActor` or `readAtOnceAsActor`), so row-level security
+// decides; the one elevated lookup says so in its name.
 
 interface WebsiteRow {
   id: string;

@@ -38,14 +38,14 @@ export function createWebsitesService({ db }: { db: Database }) {
   }
 
   async function listWebsites(caller: Caller, page: PaginationQuery): Promise<{ data: Website[]; total: number }> {
-    return db.asActor(dbActorOf(caller), async (tx) => {
+    return db.readAtOnceAsActor(dbActorOf(caller), async (tx) => {
       const [data, total] = await Promise.all([getWebsitePage(tx, page), getWebsiteCount(tx)]);
       return { data, total };
     });
   }
 
   async function findWebsite(caller: Caller, id: string): Promise<Website> {
-    const website = await db.asActor(dbActorOf(caller), (tx) => getWebsite(tx, id));
+    const website = await db.readAtOnceAsActor(dbActorOf(caller), (tx) => getWebsite(tx, id));
     if (!website) throw websiteNotFound();
     return website;
   }

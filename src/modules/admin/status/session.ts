@@ -32,7 +32,7 @@ export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: D
       throw unauthorized('Invalid email or password');
     }
     const { session } = data;
-    const isAdmin = await db.asActor(dbActorOfUser(session.user.id), holdsAdminRole);
+    const isAdmin = await db.readAtOnceAsActor(dbActorOfUser(session.user.id), holdsAdminRole);
     if (!isAdmin) {
       await client.auth.admin.signOut(session.access_token, 'local').catch(() => {});
       throw forbidden();
