@@ -3,9 +3,9 @@ import { z } from 'zod';
 import { emailList, optionalString, positiveInt, trustProxySetting } from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
-// Every setting the service reads, parsed once at start-up. Nothing else in
-// the code reads process.env: server.ts parses it, scripts parse the few
-// settings they use through parseSettings, tests build a Config with parseConfig.
+// Every setting the service reads, parsed once at start-up. Only server.ts
+// reads the environment, and parses it here; scripts parse the few settings
+// they use through parseSettings, tests build a Config with parseConfig.
 
 /** Every setting as written; ConfigSchema adds what production requires. */
 export const SettingsSchema = z.object({
