@@ -84,6 +84,26 @@ export function reconnectDelaySeconds(retries: number): number {
   return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
 }
 
+/**
+ * `work`, or the error `expire()` gives when it has not settled within `ms`
+ * (none, and the race waits on, when `expire` returns undefined). The timer
+ * ends with the race.
+ */
+async function withinDeadline<T>(work: Promise<T>, ms: number, expire: () => Error | undefined): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = expire();
+      if (error) reject(error);
+    }, ms);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** The pool, its caller path and its elevated path; connections open on first use. */
 export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
@@ -112,17 +132,8 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   async function asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     let started = false;
     let expired = false;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        if (started) return;
-        expired = true;
-        reject(new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`));
-      }, acquireTimeoutMs);
-    });
     const transaction = sql.begin(async (tx) => {
       started = true;
-      clearTimeout(timer);
       // Its caller has had its 503 already: give the connection back at once.
       if (expired) throw new AcquireTimeoutError('connection acquired after the deadline');
       // Not awaited on its own: postgres.js pipelines it with the first query
@@ -134,11 +145,12 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
       return result;
     });
     transaction.catch(() => {});
-    try {
-      return (await Promise.race([transaction, deadline])) as T;
-    } finally {
-      clearTimeout(timer);
-    }
+    // The deadline is for the connection: a transaction that started runs on under its statement timeout.
+    return (await withinDeadline(transaction, acquireTimeoutMs, () => {
+      if (started) return undefined;
+      expired = true;
+      return new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`);
+    })) as T;
   }
 
   async function readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
@@ -154,19 +166,17 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
 
   async function readChainedAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     const reservation = sql.reserve();
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`)), acquireTimeoutMs);
-    });
     let connection: postgres.ReservedSql;
     try {
-      connection = await Promise.race([reservation, deadline]);
+      connection = await withinDeadline(
+        reservation,
+        acquireTimeoutMs,
+        () => new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`),
+      );
     } catch (error) {
       // Its caller has had its 503: the connection goes back as soon as it comes.
       reservation.then((late) => late.release(), () => {});
       throw error;
-    } finally {
-      clearTimeout(timer);
     }
     try {
       // The patched driver (patches/postgres+3.4.9.patch, "chains") writes what
@@ -187,33 +197,17 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   }
 
   async function bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        // Takes a query that never started out of the queue; one already running gets a cancel request.
-        void Promise.resolve(query.cancel()).catch(() => {});
-        reject(new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`));
-      }, acquireTimeoutMs);
-    });
     query.catch(() => {});
-    try {
-      return (await Promise.race([query, deadline])) as T;
-    } finally {
-      clearTimeout(timer);
-    }
+    return (await withinDeadline(query, acquireTimeoutMs, () => {
+      // Takes a query that never started out of the queue; one already running gets a cancel request.
+      void Promise.resolve(query.cancel()).catch(() => {});
+      return new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`);
+    })) as T;
   }
 
   async function ping(timeoutMs = 2_000): Promise<number> {
     const started = performance.now();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`database did not answer within ${timeoutMs} ms`)), timeoutMs);
-    });
-    try {
-      await Promise.race([sql`select 1`, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await withinDeadline(sql`select 1`, timeoutMs, () => new Error(`database did not answer within ${timeoutMs} ms`));
     return performance.now() - started;
   }
 

@@ -40,9 +40,10 @@ export default fp<{ config: Config }>(
       for (let attempt = 1; ; attempt += 1) {
         try {
           // Bounded like every elevated query on a request's path: its callers
-          // wait for it, and under the fault test a write once never settled
-          // (docs/performance.md). A cancelled write rolls back; a late commit
-          // stores events that were answered 503, never the reverse.
+          // wait for it (under the fault test a write once waited out a closed
+          // connection's reconnect delay; docs/performance.md). A cancelled write
+          // rolls back; a late commit stores events that were answered 503,
+          // never the reverse.
           const stored = storedIds(await app.db.bounded(insertEventBatchQueryElevated(app.db.sql, rows)));
           return rows.map((row) => (stored.has(row.id) ? 'stored' : 'unknown-website'));
         } catch (error) {
