@@ -133,6 +133,7 @@ async function main() {
       SUPABASE_JWT_SECRET: jwtSecret,
       ANALYTICS_SALT_SECRET: randomBytes(32).toString('hex'),
       RATE_LIMIT_AUTH_PER_MIN: '1000000000',
+      RATE_LIMIT_ACCOUNT_PER_MIN: '1000000000',
       RATE_LIMIT_GENERAL_PER_15MIN: '1000000000',
       FEEDBACK_OUTBOX_WORKER: 'false',
       // Production refuses to start without these unless they are turned off by name.

@@ -61,6 +61,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     // plugins/request-log.ts writes the one `http` line per request.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
+    // GET /api/users/email/:email takes an address of up to 254 characters, and more once percent-encoded.
+    maxParamLength: 1024,
     trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
@@ -74,7 +76,13 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
  * (errors first, so every later failure has the SPEC envelope), then routes.
  */
 async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: AppOptions) {
-  fastify.setValidatorCompiler(validatorCompiler);
+  fastify.setValidatorCompiler<Parameters<typeof validatorCompiler>[0]['schema']>((route) => {
+    const validate = validatorCompiler(route);
+    if (route.httpPart !== 'body') return validate;
+    // A request without a body (or with `null`) is checked as an empty object,
+    // so the answer names each required field instead of "expected object".
+    return (body: unknown) => validate(body ?? {});
+  });
   fastify.setSerializerCompiler(replySerializerCompiler);
 
   await fastify.register(errorsPlugin);

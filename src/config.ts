@@ -59,6 +59,9 @@ export const SettingsSchema = z.object({
   REDIS_COMMAND_TIMEOUT_MS: positiveInt(250),
   RATE_LIMIT_AUTH_PER_MIN: positiveInt(10),
   RATE_LIMIT_RESET_PER_MIN: positiveInt(5),
+  // SPEC section 8's "authentication (summary)": the auth routes other than
+  // sign up, sign in and reset (refresh, sign out, update password, me, link).
+  RATE_LIMIT_ACCOUNT_PER_MIN: positiveInt(10),
   RATE_LIMIT_FEEDBACK_PER_15MIN: positiveInt(5),
   RATE_LIMIT_GENERAL_PER_15MIN: positiveInt(100),
   // Analytics events (POST /api/analytics) have a budget of their own: a page

@@ -249,5 +249,9 @@ describe('GET /api/admin/users', () => {
     // Wildcards in the search are literal.
     const literal = await app.inject({ method: 'GET', url: `/api/admin/users?search=${encodeURIComponent('%_')}`, headers: admin });
     expect(literal.json().data.every((u: { email: string; name: string }) => `${u.email}${u.name}`.includes('%_'))).toBe(true);
+    // A NUL cannot be in any name or address: said so per field, like every other bad query.
+    const nul = await app.inject({ method: 'GET', url: '/api/admin/users?search=a%00b', headers: admin });
+    expect(nul.statusCode).toBe(400);
+    expect(nul.json()).toMatchObject({ error: 'Validation failed', details: { search: ['Search must not contain NUL characters or unpaired surrogates'] } });
   });
 });

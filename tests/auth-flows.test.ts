@@ -81,6 +81,11 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     const missing = await post('/api/auth/signin', { email: account.email });
     expect(missing.status).toBe(400);
     expect(missing.body.error).toBe('Email and password are required');
+
+    // The name is the profile's, as /me and PUT /api/users/:id have it, not the one signed up with.
+    await sql`update public.profiles set name = 'Grace Brewster Hopper' where id = ${account.id}`;
+    const renamed = await post('/api/auth/signin', { email: account.email, password: account.password });
+    expect(renamed.body.data.user.name).toBe('Grace Brewster Hopper');
   });
 
   it('me: the profile with createdAt, lastLogin and roles; 401 without a valid token', async () => {
@@ -135,10 +140,39 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect(family[0]).toEqual({ all_revoked: true, tokens: 3 });
   });
 
+  it('a refresh token unused for 30 days is refused; one unused for 29 days still works', async () => {
+    const idle = await signUp(base, 'idle-31');
+    const recent = await signUp(base, 'idle-29');
+    // Back-date each session and its refresh token, as if that long had passed since the last refresh.
+    const age = async (userId: string, days: number) => {
+      const sessions = await sql`
+        update auth.sessions set created_at = now() - make_interval(days => ${days}), updated_at = now() - make_interval(days => ${days}),
+               refreshed_at = null
+         where user_id = ${userId} returning id`;
+      expect(sessions.length).toBe(1);
+      await sql`
+        update auth.refresh_tokens set created_at = now() - make_interval(days => ${days}), updated_at = now() - make_interval(days => ${days})
+         where user_id = ${userId}`;
+    };
+    await age(idle.id, 31);
+    await age(recent.id, 29);
+    const refused = await post('/api/auth/refresh', { refreshToken: idle.refreshToken });
+    expect(refused.status).toBe(401);
+    expect(refused.body).toEqual({ success: false, error: 'Invalid or expired refresh token', statusCode: 401 });
+    const refreshed = await post('/api/auth/refresh', { refreshToken: recent.refreshToken });
+    expect(refreshed.status).toBe(200);
+    expect(refreshed.body.data.session.refreshToken).not.toBe(recent.refreshToken);
+  });
+
   it('sign out: the access token is refused at once, its refresh token too; a second sign-out is "No active session"', async () => {
     const account = await signUp(base, 'signout');
     expect((await me(account.accessToken)).status).toBe(200);
-    const answer = await post('/api/auth/signout', undefined, account.accessToken);
+    // As many HTTP clients send it: a JSON content type and no body.
+    const response = await fetch(`${base}/api/auth/signout`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${account.accessToken}`, 'content-type': 'application/json' },
+    });
+    const answer = { status: response.status, body: await response.json() };
     expect(answer.status).toBe(200);
     expect(answer.body).toMatchObject({ success: true, message: expect.any(String) });
 
@@ -185,6 +219,15 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     const short = await post('/api/auth/update-password', { token, newPassword: '12345' });
     expect(short.status).toBe(400);
     expect(short.body.error).toBe('Password must be at least 6 characters');
+    // Longer than bcrypt reads: refused before the token is redeemed, so the token still works below.
+    const long = await post('/api/auth/update-password', { token, newPassword: 'x'.repeat(100) });
+    expect(long.status).toBe(400);
+    expect(long.body).toEqual({
+      success: false,
+      error: 'Password must be at most 72 bytes',
+      statusCode: 400,
+      details: { newPassword: ['Password must be at most 72 bytes'] },
+    });
     expect((await post('/api/auth/update-password', { token: 'not-a-token', newPassword: 'another-secret' })).body).toEqual({
       success: false,
       error: 'Invalid or expired reset token',

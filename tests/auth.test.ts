@@ -57,11 +57,34 @@ describe('/api/auth errors (SPEC section 7)', () => {
   });
 
   it('signin: e-mail or password missing → 400 Email and password are required', async () => {
-    for (const body of [{}, { email: 'a@example.test' }, { password: 'secret1' }, { email: '', password: '' }]) {
+    for (const body of [{}, { email: 'a@example.test' }, { password: 'secret1' }, { email: '', password: '' }, { email: null, password: 'secret1' }]) {
       const response = await post(app, '/signin', body);
       expect(response.statusCode).toBe(400);
       expect(response.json()).toEqual({ success: false, error: 'Email and password are required', statusCode: 400 });
     }
+  });
+
+  it('a POST with no body, an empty JSON body or `null` is a request without fields, not malformed JSON', async () => {
+    const json = { 'content-type': 'application/json' };
+    for (const [url, error] of [
+      ['/signin', 'Email and password are required'],
+      ['/reset-password', 'Email is required'],
+      ['/update-password', 'Password must be at least 6 characters'],
+    ]) {
+      for (const request of [{}, { payload: '', headers: json }, { payload: '  ', headers: json }, { payload: 'null', headers: json }]) {
+        const response = await app.inject({ method: 'POST', url: `/api/auth${url}`, ...request });
+        expect(response.statusCode, `${url} ${JSON.stringify(request)}`).toBe(400);
+        expect(response.json().error, `${url} ${JSON.stringify(request)}`).toBe(error);
+      }
+    }
+    const signup = await app.inject({ method: 'POST', url: '/api/auth/signup', payload: '', headers: json });
+    expect(signup.json().details).toEqual({ email: ['Email is required'], password: ['Password is required'], name: ['Name is required'] });
+    // Still malformed: text that is not JSON.
+    const malformed = await app.inject({ method: 'POST', url: '/api/auth/signin', payload: '{"email":', headers: json });
+    expect(malformed.json()).toEqual({ success: false, error: 'Malformed JSON in request body', statusCode: 400 });
+    // Sign out takes no body: a JSON content type without one is answered for the token alone.
+    const signout = await app.inject({ method: 'POST', url: '/api/auth/signout', payload: '', headers: { ...json, authorization: 'Bearer garbage' } });
+    expect(signout.json()).toEqual({ success: false, error: 'No active session', statusCode: 401 });
   });
 
   it('refresh: missing refresh token → 400', async () => {
@@ -89,6 +112,10 @@ describe('/api/auth errors (SPEC section 7)', () => {
     const noToken = await post(app, '/update-password', { newPassword: 'long-enough' });
     expect(noToken.statusCode).toBe(400);
     expect(noToken.json().error).toBe('Invalid or expired reset token');
+    // Over bcrypt's 72 bytes (here 75 in 25 characters): refused here, before the auth server is asked.
+    const long = await post(app, '/update-password', { token: 'abc', newPassword: '€'.repeat(25) });
+    expect(long.statusCode).toBe(400);
+    expect(long.json()).toMatchObject({ error: 'Password must be at most 72 bytes', details: { newPassword: ['Password must be at most 72 bytes'] } });
   });
 
   it('me and link: no or invalid token → 401 Authentication required', async () => {
@@ -171,7 +198,7 @@ describe('/api/auth with the auth server unreachable', () => {
 describe('/api/auth rate limits (SPEC section 8)', () => {
   let app: FastifyInstance;
   beforeAll(async () => {
-    app = await buildTestApp({ ...UNREACHABLE_AUTH, RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_RESET_PER_MIN: '5' });
+    app = await buildTestApp({ ...UNREACHABLE_AUTH, RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_RESET_PER_MIN: '5', RATE_LIMIT_ACCOUNT_PER_MIN: '10' });
   });
   afterAll(async () => app.close());
 
@@ -200,5 +227,27 @@ describe('/api/auth rate limits (SPEC section 8)', () => {
     }
     const refused = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: {}, remoteAddress: ip });
     expect(refused.statusCode).toBe(429);
+  });
+
+  it('the other auth routes (refresh, sign out, update password, me, link) share 10 per minute per IP, apart from sign in', async () => {
+    const ip = '198.51.100.9';
+    const routes = [
+      { method: 'POST', url: '/api/auth/refresh', payload: {} },
+      { method: 'POST', url: '/api/auth/signout' },
+      { method: 'POST', url: '/api/auth/update-password', payload: {} },
+      { method: 'GET', url: '/api/auth/me' },
+      { method: 'POST', url: '/api/auth/link', payload: {} },
+    ] as const;
+    for (let i = 0; i < 10; i += 1) {
+      const response = await app.inject({ ...routes[i % routes.length], remoteAddress: ip });
+      expect(response.statusCode, `${routes[i % routes.length].url}`).not.toBe(429);
+    }
+    for (const route of routes) {
+      const refused = await app.inject({ ...route, remoteAddress: ip });
+      expect(refused.statusCode, route.url).toBe(429);
+      expect(refused.json().error).toBe('Too many requests. Please try again later.');
+    }
+    // Sign in keeps its own budget.
+    expect((await app.inject({ method: 'POST', url: '/api/auth/signin', payload: {}, remoteAddress: ip })).statusCode).toBe(400);
   });
 });

@@ -17,7 +17,7 @@ describe('rate limits run before authentication', () => {
   afterAll(async () => app?.close());
 
   const attacks: { label: string; request: (i: number) => Record<string, unknown> }[] = [
-    { label: 'anonymous GET /api/auth/me', request: () => ({ method: 'GET', url: '/api/auth/me' }) },
+    { label: 'anonymous GET /api/users/me', request: () => ({ method: 'GET', url: '/api/users/me' }) },
     {
       label: 'guessed Bearer tokens on GET /api/admin/health',
       request: (i) => ({ method: 'GET', url: '/api/admin/health', headers: { authorization: `Bearer guess.${i}.token` } }),

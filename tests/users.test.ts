@@ -83,6 +83,11 @@ describe('GET /api/users/:id and /email/:email', () => {
     const byEmail = await app.inject({ method: 'GET', url: `/api/users/email/${user.email.toUpperCase()}`, headers: admin });
     expect(byEmail.statusCode).toBe(200);
     expect(byEmail.json().data.id).toBe(user.id);
+    // An address longer than the router's default path-parameter limit (100 characters).
+    const long = await createAuthUser(sql, { email: `${'a'.repeat(20)}-${crypto.randomUUID()}@${'b'.repeat(50)}.example.test` });
+    const byLongEmail = await app.inject({ method: 'GET', url: `/api/users/email/${encodeURIComponent(long.email)}`, headers: admin });
+    expect(byLongEmail.statusCode).toBe(200);
+    expect(byLongEmail.json().data.id).toBe(long.id);
   });
 
   it('answers 404 for an unknown user and 400 for a malformed id or e-mail', async () => {

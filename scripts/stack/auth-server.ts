@@ -183,6 +183,7 @@ export async function startAuthServer(options: AuthServerOptions): Promise<AuthS
     GOTRUE_EXTERNAL_KEYCLOAK_REDIRECT_URI: redirectUri,
     GOTRUE_LOG_LEVEL: 'warn',
   };
+  if (settings.sessionInactivityTimeout) env.GOTRUE_SESSIONS_INACTIVITY_TIMEOUT = settings.sessionInactivityTimeout;
   if (settings.recoveryTemplate) {
     env.GOTRUE_MAILER_TEMPLATES_RECOVERY = `${gateway.url}/templates/recovery.html`;
     if (settings.recoveryTemplate.subject) env.GOTRUE_MAILER_SUBJECTS_RECOVERY = settings.recoveryTemplate.subject;

@@ -12,6 +12,8 @@ export interface AuthSettings {
   jwtExpiry: number;
   refreshTokenRotation: boolean;
   refreshTokenReuseInterval: number;
+  /** `[auth.sessions] inactivity_timeout`, a Go duration ("720h"): a session not refreshed for this long ends. */
+  sessionInactivityTimeout?: string;
   signupEnabled: boolean;
   manualLinking: boolean;
   minimumPasswordLength: number;
@@ -31,12 +33,14 @@ export async function readAuthSettings(file = path.join(ROOT, 'supabase/config.t
   const email = table(auth.email);
   const recovery = table(table(email.template).recovery);
   const limits = table(auth.rate_limit);
+  const sessions = table(auth.sessions);
   return {
     siteUrl: String(auth.site_url ?? 'http://localhost:5173'),
     redirectUrls: Array.isArray(auth.additional_redirect_urls) ? auth.additional_redirect_urls.map(String) : [],
     jwtExpiry: number(auth.jwt_expiry, 3600),
     refreshTokenRotation: bool(auth.enable_refresh_token_rotation, true),
     refreshTokenReuseInterval: number(auth.refresh_token_reuse_interval, 10),
+    sessionInactivityTimeout: typeof sessions.inactivity_timeout === 'string' && sessions.inactivity_timeout ? sessions.inactivity_timeout : undefined,
     signupEnabled: bool(auth.enable_signup, true),
     manualLinking: bool(auth.enable_manual_linking, false),
     minimumPasswordLength: number(auth.minimum_password_length, 6),

@@ -3,11 +3,12 @@ import fp from 'fastify-plugin';
 import { validationFailed } from '../lib/errors.ts';
 
 // JSON bodies are parsed by Fastify's own parser (which refuses __proto__ and
-// constructor poisoning), then refused when any string in them holds a NUL
+// constructor poisoning), an empty one counting as no body, then refused when any string in them holds a NUL
 // character: Postgres can store NUL in neither text nor jsonb, and one such
 // value would otherwise fail a whole batched insert.
 
 const ESCAPED_NUL = /\\u0000/i;
+const BLANK = /^\s*$/;
 
 function nulPaths(value: unknown, path: string, found: string[]): void {
   if (found.length >= 10) return;
@@ -30,6 +31,9 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
   const parse = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
     const text = typeof body === 'string' ? body : body.toString('utf8');
+    // Clients send `Content-Type: application/json` on a POST without a body
+    // (sign out, say): that is no body, not malformed JSON.
+    if (BLANK.test(text)) return done(null, undefined);
     parse(request, text, (error: Error | null, value?: unknown) => {
       if (error || !ESCAPED_NUL.test(text)) return done(error, value);
       const found: string[] = [];

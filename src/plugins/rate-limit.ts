@@ -8,7 +8,7 @@ import type { Config } from '../config.ts';
 
 // SPEC section 8. Every route gets the general budget unless it names a
 // group of its own; a group is one limiter shared by all of its routes (sign
-// up and sign in draw on one budget). With REDIS_URL the counters live in
+// up and sign in draw on one budget; the other auth routes on another). With REDIS_URL the counters live in
 // Redis, so every instance of the service sees the same counts; while Redis
 // fails or stalls, each instance counts in its own memory instead
 // (lib/fallback-rate-store.ts), so limits never open.
@@ -27,7 +27,7 @@ const MINUTE = 60_000;
 /** After Redis fails or misses its deadline, how long counting stays in the process before Redis is asked again. */
 const REDIS_RETRY_AFTER_MS = 5_000;
 
-export type RateLimitGroup = 'auth' | 'passwordReset' | 'feedback' | 'ingest';
+export type RateLimitGroup = 'auth' | 'passwordReset' | 'account' | 'feedback' | 'ingest';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -108,6 +108,7 @@ export default fp<RateLimitOptions & { config: Config }>(
     const groups: Record<RateLimitGroup, Limiter> = {
       auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore()),
       passwordReset: budget('passwordReset', config.RATE_LIMIT_RESET_PER_MIN, MINUTE, newStore()),
+      account: budget('account', config.RATE_LIMIT_ACCOUNT_PER_MIN, MINUTE, newStore()),
       feedback: budget('feedback', config.RATE_LIMIT_FEEDBACK_PER_15MIN, 15 * MINUTE, newStore()),
       ingest: budget('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE, newStore()),
     };

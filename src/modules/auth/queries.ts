@@ -20,3 +20,8 @@ export async function getProfile(tx: Tx, userId: string): Promise<ProfileRow | u
 export function selectProfileByEmailElevated(sql: ElevatedSql, email: string) {
   return sql`select 1 from public.profiles where lower(email) = lower(${email}) limit 1`;
 }
+
+/** Elevated: the name a user just signed in under is read before the caller holds a token of ours. Pending, so the service can bound it. */
+export function selectProfileNameElevated(sql: ElevatedSql, userId: string) {
+  return sql<{ name: string }[]>`select name from public.profiles where id = ${userId}`;
+}

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { frontendUrl, type Config } from '../../config.ts';
 import { AppError, badRequest, unauthorized } from '../../lib/errors.ts';
-import { MessageResponseSchema } from '../../lib/schemas.ts';
+import { MessageResponseSchema, PasswordSchema } from '../../lib/schemas.ts';
 import { bearerToken } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import {
@@ -49,12 +49,12 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     },
   );
 
-  app.post('/refresh', { schema: { tags, body: RefreshBodySchema, response: { 200: RefreshResponseSchema } } }, async function refreshSession(request) {
+  app.post('/refresh', { ...inRateLimitGroup(app, 'account'), schema: { tags, body: RefreshBodySchema, response: { 200: RefreshResponseSchema } } }, async function refreshSession(request) {
     const session = await auth.refresh(request.ip, request.body.refreshToken);
     return { success: true as const, message: 'Session refreshed', data: { session } };
   });
 
-  app.post('/signout', { schema: { tags, security: [{ bearer: [] }], response: { 200: MessageResponseSchema } } }, async function signOut(request) {
+  app.post('/signout', { ...inRateLimitGroup(app, 'account'), schema: { tags, security: [{ bearer: [] }], response: { 200: MessageResponseSchema } } }, async function signOut(request) {
     let caller;
     try {
       caller = await app.authenticate(request);
@@ -83,21 +83,25 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.post(
     '/update-password',
-    { schema: { tags, body: UpdatePasswordBodySchema, response: { 200: MessageResponseSchema } } },
+    { ...inRateLimitGroup(app, 'account'), schema: { tags, body: UpdatePasswordBodySchema, response: { 200: MessageResponseSchema } } },
     async function updatePassword(request) {
       const { token, newPassword } = request.body;
-      if (!newPassword || newPassword.length < 6) {
-        throw badRequest('Password must be at least 6 characters', { newPassword: ['Password must be at least 6 characters'] });
+      // Checked before the token is redeemed: a reset token works once, and a
+      // password the auth server refuses afterwards would have used it up.
+      const password = PasswordSchema.safeParse(newPassword ?? '');
+      if (!password.success) {
+        const message = password.error.issues[0].message;
+        throw badRequest(message, { newPassword: [message] });
       }
       if (!token) throw badRequest('Invalid or expired reset token');
-      await auth.updatePassword(request.ip, token, newPassword);
+      await auth.updatePassword(request.ip, token, password.data);
       return { success: true as const, message: 'Password updated successfully' };
     },
   );
 
   app.get(
     '/me',
-    { onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], response: { 200: MeResponseSchema } } },
+    { ...inRateLimitGroup(app, 'account'), onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], response: { 200: MeResponseSchema } } },
     async function getMe(request) {
       const caller = request.caller;
       if (caller?.kind !== 'user') throw unauthorized();
@@ -107,7 +111,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.post(
     '/link',
-    { onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], body: LinkBodySchema, response: { 200: MessageResponseSchema } } },
+    { ...inRateLimitGroup(app, 'account'), onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], body: LinkBodySchema, response: { 200: MessageResponseSchema } } },
     async function linkIdentity(request) {
       await auth.linkIdentity(request.ip, bearerToken(request) ?? '', request.body.provider, request.body.token);
       return { success: true as const, message: 'Identity linked successfully' };

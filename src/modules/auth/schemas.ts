@@ -4,13 +4,13 @@ import { EmailSchema, NameSchema, PasswordSchema, requiredString } from '../../l
 // Request and response shapes of /api/auth (SPEC section 4). Some SPEC
 // errors carry their own message instead of `Validation failed` (sign in
 // without e-mail or password, reset without e-mail): those fields are
-// optional here and the service answers for them.
+// optional here (null counts as missing) and the routes answer for them.
 
 export const SignUpBodySchema = z.object({ email: EmailSchema, password: PasswordSchema, name: NameSchema });
-export const SignInBodySchema = z.object({ email: z.string().max(254).optional(), password: z.string().max(1024).optional() });
+export const SignInBodySchema = z.object({ email: z.string().max(254).nullish(), password: z.string().max(1024).nullish() });
 export const RefreshBodySchema = z.object({ refreshToken: requiredString('Refresh token').min(1).max(4096) });
-export const ResetPasswordBodySchema = z.object({ email: z.string().max(254).optional() });
-export const UpdatePasswordBodySchema = z.object({ token: z.string().max(4096).optional(), newPassword: z.string().max(1024).optional() });
+export const ResetPasswordBodySchema = z.object({ email: z.string().max(254).nullish() });
+export const UpdatePasswordBodySchema = z.object({ token: z.string().max(4096).nullish(), newPassword: z.string().max(1024).nullish() });
 export const LinkBodySchema = z.object({
   provider: requiredString('Provider').min(1).max(64),
   token: requiredString('Token').min(1).max(16_384),

@@ -2,7 +2,7 @@ import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized 
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import { authUnavailable, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
-import { getProfile, selectProfileByEmailElevated } from './queries.ts';
+import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
 // Accounts are Supabase Auth's: every operation here is delegated to it
@@ -61,11 +61,14 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (error || !data.session) {
         fail(error, unauthorized('Invalid email or password'));
       }
+      // The profile holds the name (PUT /api/users/:id changes it there); the
+      // auth server's copy is what the user signed up with.
+      const [profile] = await db.bounded(selectProfileNameElevated(db.sql, data.user.id));
       return {
         user: {
           id: data.user.id,
           email: data.user.email ?? email,
-          name: displayName(data.user),
+          name: profile?.name ?? displayName(data.user),
           lastLogin: isoTimestamp(data.user.last_sign_in_at),
         },
         session: toSession(data.session),
@@ -103,8 +106,10 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (verified.error || !verified.data.session) fail(verified.error, invalid);
       const updated = await client.auth.updateUser({ password: newPassword });
       if (updated.error) {
+        // The token is spent; the session it opened is of no use to anyone.
+        await client.auth.signOut({ scope: 'local' }).catch(() => {});
         fail(updated.error, new AppError(500, 'Failed to update password'), {
-          same_password: badRequest('New password must differ from the old one'),
+          same_password: badRequest('New password must differ from the old one; request a new reset e-mail'),
           weak_password: badRequest('Password must be at least 6 characters'),
         });
       }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { EmailSchema, NameSchema, PaginationQuerySchema, PaginationSchema, PasswordSchema } from '../../lib/schemas.ts';
+import { EmailSchema, isStorableText, NameSchema, PaginationQuerySchema, PaginationSchema, PasswordSchema } from '../../lib/schemas.ts';
 import { APP_ROLES } from '../../lib/roles.ts';
 
 // Shapes of /api/users. A user here is the profile (public.profiles) with
@@ -27,7 +27,9 @@ export const UpdateUserBodySchema = z
 
 export const UserResponseSchema = z.object({ success: z.literal(true), message: z.string().optional(), data: UserSchema });
 
-export const ListUsersQuerySchema = PaginationQuerySchema.extend({ search: z.string().trim().max(200).optional() });
+export const ListUsersQuerySchema = PaginationQuerySchema.extend({
+  search: z.string().trim().max(200).refine(isStorableText, 'Search must not contain NUL characters or unpaired surrogates').optional(),
+});
 export const UsersResponseSchema = z.object({ success: z.literal(true), data: z.array(UserSchema), pagination: PaginationSchema });
 
 export type User = z.infer<typeof UserSchema>;
