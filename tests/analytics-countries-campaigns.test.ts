@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readCampaign } from '../src/modules/analytics/campaign.ts';
@@ -40,6 +41,12 @@ describe('campaign tags', () => {
     ['https://site.example/landing?utm_source=ads', 'https://site.example/landing', 'ads', null, null],
     ['/p?utm_source=&utm_medium=%00%01', '/p', null, null, null],
     ['/utm_source/page', '/utm_source/page', null, null, null],
+    // The rest of the query is kept as sent, never re-encoded: one page stays one page.
+    ['/search?q=hello world/path&utm_source=x', '/search?q=hello world/path', 'x', null, null],
+    ['/p?q=a+b%2Fc&utm_medium=m&r=<é>%', '/p?q=a+b%2Fc&r=<é>%', null, 'm', null],
+    ['/p?utm_medium=m&utm%5Fsource=s&x=1', '/p?x=1', 's', 'm', null],
+    ['/p?a&&b=1=2&utm_term=t', '/p?a&&b=1=2', null, null, null],
+    ['/p?utm_source=first&utm_source=second', '/p', 'first', null, null],
   ])('%s → page %s', (input, page, utmSource, utmMedium, utmCampaign) => {
     expect(readCampaign(input)).toEqual({ page, campaign: { utmSource, utmMedium, utmCampaign } });
   });
@@ -48,6 +55,31 @@ describe('campaign tags', () => {
     const { campaign } = readCampaign(`/?utm_source=${encodeURIComponent('🎉'.repeat(300))}`);
     expect([...(campaign.utmSource ?? '')]).toHaveLength(256);
     expect(campaign.utmSource).toBe('🎉'.repeat(256));
+  });
+
+  it('never makes the page longer: characters re-encoding would triple stay as they are', () => {
+    const page = `/?utm_source=x&q=${'‹'.repeat(2000)}`;
+    expect(readCampaign(page).page).toBe(`/?q=${'‹'.repeat(2000)}`);
+  });
+
+  it('any page: at most as long as sent, the other pairs kept byte for byte and in order', () => {
+    const UTM = ['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content'];
+    const piece = fc.constantFrom('utm_source=s', 'utm_medium', 'utm_term=', 'utm%5Fcampaign=c', '&', '=', '?', '#', '%', '%2', '+', ' ', 'é', '‹', '/', 'a', '%41');
+    const queryOf = (page: string) => {
+      const beforeHash = page.split('#')[0];
+      return beforeHash.includes('?') ? beforeHash.slice(beforeHash.indexOf('?') + 1) : '';
+    };
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 30 }), (pieces) => {
+        const sent = pieces.join('');
+        const { page } = readCampaign(sent);
+        expect(page.length).toBeLessThanOrEqual(Math.max(sent.length, 1));
+        if (!sent.includes('utm_')) return void expect(page).toBe(sent);
+        const isUtm = (pair: string) => [...new URLSearchParams(pair).keys()].some((name) => UTM.includes(name));
+        const expected = queryOf(sent).split('&').filter((pair) => !isUtm(pair)).join('&');
+        expect(queryOf(page)).toBe(expected);
+      }),
+    );
   });
 });
 
@@ -126,5 +158,20 @@ describe('ingestion with countries and campaigns', () => {
         countries: [{ country: 'US', visitors: 2 }, { country: 'DE', visitors: 1 }, { country: 'GB', visitors: 1 }],
       },
     ]);
+  });
+
+  it('a tagged page near the length limit is stored as sent minus its tags, and its batch with it', async () => {
+    // Re-encoded, this page would be over 6000 characters: the table's check would fail its whole batch.
+    const own = await createWebsite(app, 'Long tagged page');
+    const post = (page: string) =>
+      app.inject({ method: 'POST', url: '/api/analytics', payload: { websiteId: own.id, eventType: 'page_view', page, userAgent: CHROME, sessionId: `s-${randomUUID()}` } });
+    const long = `/?q=${'‹'.repeat(2000)}`;
+    // Sent together, so they share a batch.
+    const answers = await Promise.all([post(`/?utm_source=x&q=${'‹'.repeat(2000)}`), post('/a'), post('/b'), post('/c')]);
+    expect(answers.map((answer) => answer.statusCode)).toEqual([201, 201, 201, 201]);
+    const ids = answers.map((answer) => answer.json().data.id);
+    const found = await sql`select id, page, utm_source from public.analytics_events where id = any(${ids}::uuid[])`;
+    const rows = ids.map((id) => found.find((row) => row.id === id));
+    expect(rows.map((row) => [row?.page, row?.utm_source])).toEqual([[long, 'x'], ['/a', null], ['/b', null], ['/c', null]]);
   });
 });

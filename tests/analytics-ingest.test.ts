@@ -25,6 +25,8 @@ const event = (websiteId: string, overrides: Record<string, unknown> = {}) => ({
   ...overrides,
 });
 
+const LOAD_TIME_MESSAGE = 'loadTime must be a number of milliseconds from 0 to 3600000';
+
 async function storedIds(ids: string[]): Promise<Set<string>> {
   const rows = await sql`select id from public.analytics_events where id = any(${ids}::uuid[])`;
   return new Set(rows.map((row) => row.id));
@@ -155,6 +157,9 @@ describe('recording events', () => {
     ['metadata too big', { metadata: { blob: 'x'.repeat(4100) } }, 'metadata', 'Metadata must be at most 4096 bytes as JSON'],
     ['metadata with a NUL', { metadata: { note: 'a\u0000' } }, 'metadata', null],
     ['metadata with an unpaired surrogate', { metadata: { note: 'a\udc00' } }, 'metadata', 'Metadata must not contain NUL characters or unpaired surrogates'],
+    ['metadata.loadTime huge', { metadata: { loadTime: 1e307 } }, 'metadata', LOAD_TIME_MESSAGE],
+    ['metadata.loadTime negative', { metadata: { loadTime: -1 } }, 'metadata', LOAD_TIME_MESSAGE],
+    ['metadata.loadTime over an hour', { metadata: { loadTime: 3_600_001 } }, 'metadata', LOAD_TIME_MESSAGE],
   ])('%s → 400 Validation failed', async (_label, overrides, field, message) => {
     const response = await post(event(site.id, overrides));
     expect(response.statusCode).toBe(400);
@@ -162,6 +167,29 @@ describe('recording events', () => {
     expect(body).toMatchObject({ success: false, error: 'Validation failed', statusCode: 400 });
     if (message === null) expect(body.details[field]).toHaveLength(1);
     else expect(body.details[field], JSON.stringify(body.details)).toContain(message);
+  });
+
+  it('loadTime from 0 to an hour is counted in avgLoadTime; one beyond is refused and leaves the metric as it was', async () => {
+    const own = await createWebsite(app, 'Load times');
+    const send = (metadata: Record<string, unknown>) => post(event(own.id, { metadata }));
+    expect((await send({ loadTime: 0 })).statusCode).toBe(201);
+    expect((await send({ loadTime: 3_600_000 })).statusCode).toBe(201);
+    expect((await send({ loadTime: 200 })).statusCode).toBe(201);
+    // Not a number: stored with the event, left out of the metric, as before.
+    expect((await send({ loadTime: 'slow' })).statusCode).toBe(201);
+    // 1e999 parses as Infinity.
+    const infinite = await app.inject({
+      method: 'POST',
+      url: '/api/analytics',
+      headers: { 'content-type': 'application/json' },
+      payload: JSON.stringify(event(own.id)).replace(/}$/, ',"metadata":{"loadTime":1e999}}'),
+    });
+    expect(infinite.statusCode).toBe(400);
+    expect(infinite.json().details).toEqual({ metadata: [LOAD_TIME_MESSAGE] });
+    for (const loadTime of [1e307, -1e6, 3_600_001]) expect((await send({ loadTime })).statusCode).toBe(400);
+
+    const summary = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${own.id}`, headers: { 'x-api-key': own.apiKey } });
+    expect(summary.json().data).toMatchObject({ pageViews: 4, avgLoadTime: 1_200_066.67 });
   });
 
   it('a body over 16 KiB → 413; malformed JSON → 400', async () => {
@@ -217,6 +245,30 @@ describe('group commit: batches and their failures', () => {
       expect(n).toBe(0);
     } finally {
       await sql.unsafe(`drop trigger ${trigger} on public.analytics_events; drop function public.${trigger}();`);
+      await app.close();
+    }
+  });
+
+  it('a row the database refuses (check violation) gets 400; the rest of its batch is stored and answered 201', async () => {
+    // A long wait, so the requests share one batch.
+    const app = await buildTestApp({ ANALYTICS_BATCH_MAX_WAIT_MS: '300', ANALYTICS_BATCH_MAX_ROWS: '1000' });
+    const site = await createWebsite(app, 'Refused row');
+    const refused = `/refuse-me-${randomUUID().slice(0, 8)}`;
+    const constraint = `refuse_${randomUUID().slice(0, 8)}`;
+    // NOT VALID: only new rows are checked, so the shared table is not scanned.
+    await sql.unsafe(`alter table public.analytics_events add constraint ${constraint} check (page <> '${refused}') not valid`);
+    try {
+      const post = (page: string) => app.inject({ method: 'POST', url: '/api/analytics', payload: event(site.id, { page }) });
+      const answers = await Promise.all([post('/valid-0'), post(refused), post('/valid-1'), post('/valid-2')]);
+      expect(answers.map((answer) => answer.statusCode)).toEqual([201, 400, 201, 201]);
+      expect(answers[1].json()).toEqual({ success: false, error: 'Analytics event was refused by the database', statusCode: 400 });
+      // Acknowledged equals committed: every 201 has its row, the refused page has none.
+      const ids = answers.filter((answer) => answer.statusCode === 201).map((answer) => answer.json().data.id);
+      expect((await storedIds(ids)).size).toBe(3);
+      const pages = await sql`select page from public.analytics_events where website_id = ${site.id} order by page`;
+      expect(pages.map((row) => row.page)).toEqual(['/valid-0', '/valid-1', '/valid-2']);
+    } finally {
+      await sql.unsafe(`alter table public.analytics_events drop constraint ${constraint}`);
       await app.close();
     }
   });

@@ -11,11 +11,16 @@ import { type EventRow, insertEventBatchQueryElevated, storedIds } from './inges
 // carrying its event has committed. On close the plugin writes whatever is
 // queued and waits for ingestion requests still in flight before the
 // database pool closes (child onClose hooks run before the db plugin's).
+// A batch that fails on one row's data is written again one row at a time,
+// so one bad event costs its own request (400), not its neighbours'.
 
-export type RecordOutcome = 'stored' | 'unknown-website';
+/** `refused`: the database refused the row's own data (nothing stored). */
+export type RecordOutcome = 'stored' | 'unknown-website' | 'refused';
+/** A row of a batch written one row at a time whose turn never came, the database having failed first. */
+type RowOutcome = RecordOutcome | 'not-written';
 
 export interface AnalyticsBatcher {
-  /** Resolves after commit; rejects with 503 when the batch fails or the queue is full. */
+  /** Resolves after commit, or once the row is refused; rejects with 503 when the batch fails or the queue is full. */
   record(row: EventRow): Promise<RecordOutcome>;
   /** Marks an ingestion request as in flight, so closing waits for it. */
   admit(request: FastifyRequest): void;
@@ -32,11 +37,24 @@ declare module 'fastify' {
 // written: a second attempt either succeeds or skips that website's rows.
 const RETRYABLE = new Set(['40P01', '40001', '23503']);
 
+const codeOf = (error: unknown) => (error as { code?: unknown } | null)?.code;
+
+/**
+ * An error that belongs to one row's data (a data exception, a check or
+ * not-null violation), not to the database being unavailable: the batch's
+ * other rows can still be stored.
+ */
+function isRowDataError(error: unknown): boolean {
+  const code = codeOf(error);
+  return typeof code === 'string' && (code.startsWith('22') || code === '23514' || code === '23502');
+}
+
 export default fp<{ config: Config }>(
   async function analyticsBatcherPlugin(app: FastifyInstance, { config }) {
     const inFlightRequests = new Set<FastifyRequest>();
 
-    async function write(rows: EventRow[]): Promise<RecordOutcome[]> {
+    /** One INSERT of `rows`, tried twice when the first attempt fails in a way a second can get past. */
+    async function insert(rows: EventRow[]): Promise<RecordOutcome[]> {
       for (let attempt = 1; ; attempt += 1) {
         try {
           // Bounded like every elevated query on a request's path: its callers
@@ -47,15 +65,56 @@ export default fp<{ config: Config }>(
           const stored = storedIds(await app.db.bounded(insertEventBatchQueryElevated(app.db.sql, rows)));
           return rows.map((row) => (stored.has(row.id) ? 'stored' : 'unknown-website'));
         } catch (error) {
-          const code = (error as { code?: string }).code;
-          if (attempt === 1 && code !== undefined && RETRYABLE.has(code)) continue;
-          app.log.error({ err: error, events: rows.length }, 'analytics batch failed; its requests get 503');
+          const code = codeOf(error);
+          if (attempt === 1 && typeof code === 'string' && RETRYABLE.has(code)) continue;
           throw error;
         }
       }
     }
 
-    const batches = createGroupCommit<EventRow, RecordOutcome>({
+    function logRefused(row: EventRow, error: unknown) {
+      // The error's detail would carry the whole row; its code and constraint say what to fix.
+      const { code, constraint_name: constraint, column_name: column } = error as { code?: string; constraint_name?: string; column_name?: string };
+      app.log.warn({ code, constraint, column, eventId: row.id, websiteId: row.websiteId }, 'analytics event refused by the database; its request gets 400');
+    }
+
+    /**
+     * A batch one row refused: each row again in a statement of its own, so the
+     * others are stored. Stops at the first failure that is not a row's own;
+     * the rows after it get 503 without being tried.
+     */
+    async function insertOneByOne(rows: EventRow[]): Promise<RowOutcome[]> {
+      const outcomes: RowOutcome[] = [];
+      for (const row of rows) {
+        try {
+          outcomes.push(...(await insert([row])));
+        } catch (error) {
+          if (!isRowDataError(error)) {
+            app.log.error({ err: error, events: rows.length - outcomes.length }, 'analytics batch failed; its requests get 503');
+            return [...outcomes, ...rows.slice(outcomes.length).map((): RowOutcome => 'not-written')];
+          }
+          logRefused(row, error);
+          outcomes.push('refused');
+        }
+      }
+      return outcomes;
+    }
+
+    async function write(rows: EventRow[]): Promise<RowOutcome[]> {
+      try {
+        return await insert(rows);
+      } catch (error) {
+        if (!isRowDataError(error)) {
+          app.log.error({ err: error, events: rows.length }, 'analytics batch failed; its requests get 503');
+          throw error;
+        }
+        if (rows.length > 1) return insertOneByOne(rows);
+        logRefused(rows[0], error);
+        return ['refused'];
+      }
+    }
+
+    const batches = createGroupCommit<EventRow, RowOutcome>({
       maxRows: config.ANALYTICS_BATCH_MAX_ROWS,
       maxWaitMs: config.ANALYTICS_BATCH_MAX_WAIT_MS,
       maxInFlight: config.ANALYTICS_BATCH_MAX_IN_FLIGHT,
@@ -66,14 +125,17 @@ export default fp<{ config: Config }>(
 
     app.decorate('analyticsBatcher', {
       async record(row: EventRow) {
+        let outcome: RowOutcome;
         try {
-          return await batches.add(row);
+          outcome = await batches.add(row);
         } catch (error) {
           if (error instanceof QueueFullError) throw serviceUnavailable('Too many analytics events waiting; try again shortly');
           if (error instanceof QueueTimeoutError) throw serviceUnavailable('Analytics events are being written slowly; try again shortly');
           if (error instanceof ClosedError) throw serviceUnavailable('Service is shutting down');
           throw serviceUnavailable('Analytics event could not be stored');
         }
+        if (outcome === 'not-written') throw serviceUnavailable('Analytics event could not be stored');
+        return outcome;
       },
       admit: (request: FastifyRequest) => void inFlightRequests.add(request),
       release: (request: FastifyRequest) => void inFlightRequests.delete(request),

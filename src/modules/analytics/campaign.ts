@@ -11,11 +11,11 @@ export interface Campaign {
 const NONE: Campaign = { utmSource: null, utmMedium: null, utmCampaign: null };
 const TAG_MAX = 256;
 // utm_term and utm_content are removed from the page too: left in, they would split it.
-const UTM_PARAMETERS = ['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content'];
+const UTM_PARAMETERS = new Set(['utm_source', 'utm_medium', 'utm_campaign', 'utm_term', 'utm_content']);
 
-function tag(params: URLSearchParams, name: string): string | null {
+function tag(raw: string | undefined): string | null {
   // Decoding can yield control characters (%00 included), which Postgres text cannot always hold.
-  const value = params.get(name)?.replace(/[\u0000-\u001f\u007f]/g, '').trim();
+  const value = raw?.replace(/[\u0000-\u001f\u007f]/g, '').trim();
   // By code point, as Postgres counts, so a surrogate pair is never cut in half.
   return value ? [...value].slice(0, TAG_MAX).join('') : null;
 }
@@ -29,10 +29,18 @@ export function readCampaign(page: string): { page: string; campaign: Campaign }
   const hash = hashAt === -1 ? '' : page.slice(hashAt);
   const queryAt = beforeHash.indexOf('?');
   if (queryAt === -1) return { page, campaign: NONE };
-  const params = new URLSearchParams(beforeHash.slice(queryAt + 1));
-  const campaign = { utmSource: tag(params, 'utm_source'), utmMedium: tag(params, 'utm_medium'), utmCampaign: tag(params, 'utm_campaign') };
-  for (const name of UTM_PARAMETERS) params.delete(name);
-  const rest = params.toString();
+  // The other pairs are kept exactly as sent: re-encoding them (URLSearchParams.toString)
+  // made one page two, and could make it longer than the table holds.
+  const kept: string[] = [];
+  const tags = new Map<string, string>();
+  for (const pair of beforeHash.slice(queryAt + 1).split('&')) {
+    // One pair decoded as URLSearchParams decodes it ('+' a space, bad escapes left as they are).
+    const [name, value] = new URLSearchParams(pair).entries().next().value ?? [];
+    if (name === undefined || !UTM_PARAMETERS.has(name)) kept.push(pair);
+    else if (!tags.has(name)) tags.set(name, value ?? '');
+  }
+  const campaign = { utmSource: tag(tags.get('utm_source')), utmMedium: tag(tags.get('utm_medium')), utmCampaign: tag(tags.get('utm_campaign')) };
+  const rest = kept.join('&');
   const stripped = `${beforeHash.slice(0, queryAt)}${rest ? `?${rest}` : ''}${hash}`;
   // A page that was only a query string keeps its root.
   return { page: stripped === '' ? '/' : stripped, campaign };

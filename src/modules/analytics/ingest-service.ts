@@ -1,3 +1,4 @@
+import { badRequest } from '../../lib/errors.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { readCampaign } from './campaign.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
@@ -53,6 +54,8 @@ export function createIngestService({
         createdAt: at,
       });
       if (outcome === 'unknown-website') throw websiteNotFound();
+      // Validation let through what the table refuses (the batcher logged which check).
+      if (outcome === 'refused') throw badRequest('Analytics event was refused by the database');
       return { kind: 'stored', id, timestamp: at.toISOString() };
     },
   };

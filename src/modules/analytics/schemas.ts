@@ -9,12 +9,21 @@ export const EVENT_TYPES = ['page_view', 'click', 'form_submit', 'custom'] as co
 export const METADATA_MAX_BYTES = 4096;
 export const MAX_RANGE_DAYS = 366;
 export const DEFAULT_RANGE_DAYS = 30;
+/** An hour, in milliseconds: the longest metadata.loadTime counted in avgLoadTime. */
+export const LOAD_TIME_MAX_MS = 3_600_000;
 
 const text = (label: string, max: number) =>
   requiredString(label)
     .min(1, `${label} is required`)
     .max(max, `${label} must be at most ${max} characters`)
     .refine(isStorableText, `${label} must not contain NUL characters or unpaired surrogates`);
+
+// metadata.loadTime is summed into a day's avgLoadTime, and events are never
+// deleted: one huge value (1e307 overflows the sum) or a negative one would
+// blank or skew that day for good. A loadTime that is not a number is stored
+// but not counted, as before.
+const hasCountableLoadTime = (metadata: Record<string, unknown>) =>
+  typeof metadata.loadTime !== 'number' || (Number.isFinite(metadata.loadTime) && metadata.loadTime >= 0 && metadata.loadTime <= LOAD_TIME_MAX_MS);
 
 export const RecordEventBodySchema = z.object({
   // Any string: an id that is not one of our websites is simply not found (404).
@@ -29,7 +38,9 @@ export const RecordEventBodySchema = z.object({
   userAgent: text('User agent', 1024),
   sessionId: text('Session id', 128),
   userId: text('User id', 128).optional(),
-  metadata: boundedJsonObject('Metadata', METADATA_MAX_BYTES).optional(),
+  metadata: boundedJsonObject('Metadata', METADATA_MAX_BYTES)
+    .refine(hasCountableLoadTime, `loadTime must be a number of milliseconds from 0 to ${LOAD_TIME_MAX_MS}`)
+    .optional(),
 });
 export type RecordEventBody = z.infer<typeof RecordEventBodySchema>;
 

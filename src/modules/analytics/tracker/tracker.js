@@ -51,7 +51,9 @@
 
   function loadTime() {
     var entry = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
-    return entry && entry.loadEventEnd > 0 ? Math.round(entry.loadEventEnd - entry.startTime) : undefined;
+    var ms = entry && entry.loadEventEnd > 0 ? Math.round(entry.loadEventEnd - entry.startTime) : -1;
+    // The API refuses a loadTime outside 0 to 1 hour (and the page view with it).
+    return ms >= 0 && ms <= 3600000 ? ms : undefined;
   }
 
   var lastPage;
