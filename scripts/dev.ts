@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { withoutEmptyValues } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { scriptSettings } from './settings.ts';
 import { AUTH_BIN_VARIABLE, findAuthBinary } from './stack/auth-server.ts';
@@ -51,7 +52,8 @@ export async function devSecrets(): Promise<DevSecrets> {
 
 async function main() {
   // Unset NODE_ENV means production (src/config.ts); this command is for development.
-  const env: NodeJS.ProcessEnv = { NODE_ENV: 'development', ...process.env };
+  // A variable set to nothing in .env (as .env.example leaves many) is unset, so the stack fills it.
+  const env: NodeJS.ProcessEnv = { NODE_ENV: 'development', ...withoutEmptyValues(process.env) };
   // Read through the service's parser; `env` itself goes to the server, which parses all of it.
   const given = scriptSettings(['SUPABASE_URL', 'DATABASE_URL', 'PORT', 'HOST']);
   let stack: Stack | undefined;
@@ -101,8 +103,10 @@ async function main() {
       console.log(`  Supabase Auth not found: set ${AUTH_BIN_VARIABLE} or put gotrue on the PATH (README); /api/auth routes answer 503.`);
     }
     status.push(
+      ['Admin JWT secret', `${env.ADMIN_JWT_SECRET}   (ADMIN_JWT_SECRET; npm run admin-token -- <userId> signs with it)`],
       ['Mail sink', `${stack.mail.apiUrl}/messages   (SMTP on 127.0.0.1:${stack.mail.smtpPort})`],
-      ['Database', stack.databaseUrl],
+      ['Database', `${env.DATABASE_URL}   (DATABASE_URL, the API's login role)`],
+      ['Database owner', `${env.DATABASE_OWNER_URL}   (DATABASE_OWNER_URL: migrations, grant-role)`],
     );
   } else if (!given.DATABASE_URL) {
     console.error('SUPABASE_URL is set but DATABASE_URL is not: give the project database URL too (see .env.example).');

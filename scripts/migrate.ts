@@ -1,8 +1,9 @@
 import { scriptSettings } from './settings.ts';
-import { applyMigrations } from './stack/database.ts';
+import { applyMigrations, MigrationError } from './stack/database.ts';
 
 // `npm run migrate`: applies supabase/migrations as the owner, to
-// DATABASE_OWNER_URL (or DATABASE_URL when that is the owner's), recording
+// DATABASE_OWNER_URL (or DATABASE_URL when that is the owner's), each in a
+// transaction of its own; a failure is one line naming the migration. Recording
 // them where the Supabase CLI does. For a hosted project `supabase db push`
 // does the same from the CLI. The API itself logs in with less (README, Least privilege).
 
@@ -12,5 +13,16 @@ if (!url) {
   console.error('DATABASE_OWNER_URL (or DATABASE_URL) is not set.');
   process.exit(2);
 }
-const applied = await applyMigrations(url);
-console.log(applied.length ? `applied:\n  ${applied.join('\n  ')}` : 'database is up to date');
+try {
+  const applied = await applyMigrations(url);
+  console.log(applied.length ? `applied:\n  ${applied.join('\n  ')}` : 'database is up to date');
+} catch (error) {
+  // One line a developer can act on, not a driver's stack trace.
+  const message = error instanceof Error ? error.message : String(error);
+  const applied = error instanceof MigrationError && error.applied.length ? ` (applied before it: ${error.applied.join(', ')})` : '';
+  const hint = /permission denied|must be owner/.test(message)
+    ? '; migrations need the owner: set DATABASE_OWNER_URL (DATABASE_URL is the API\'s login role)'
+    : '';
+  console.error(`npm run migrate: ${message}${applied}${hint}`);
+  process.exit(1);
+}

@@ -62,7 +62,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // GET /api/users/email/:email takes an address of up to 254 characters, and more once percent-encoded.
-    maxParamLength: 1024,
+    routerOptions: { maxParamLength: 1024 },
     trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long

@@ -140,8 +140,13 @@ export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>;
 
-/** Parses `env` with `schema`; the error names each bad variable, all on one line. */
-function parseWith<T>(schema: z.ZodType<T>, env: Env): T {
+/**
+ * Parses `env` with `schema`; the error names each bad variable, all on one
+ * line. A variable set to nothing (`PORT=` in a .env copied from
+ * .env.example) counts as unset, so it takes its default like any other.
+ */
+function parseWith<T>(schema: z.ZodType<T>, given: Env): T {
+  const env = withoutEmptyValues(given);
   const result = schema.safeParse(env);
   if (result.success) return result.data;
   const problems = result.error.issues.map((issue) => {
@@ -151,6 +156,11 @@ function parseWith<T>(schema: z.ZodType<T>, env: Env): T {
     return env[name] === undefined ? `${name} is missing` : `${name} is invalid (${issue.message})`;
   });
   throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+}
+
+/** `env` without the variables set to nothing, which mean unset here. */
+export function withoutEmptyValues<T extends Env>(env: T): T {
+  return Object.fromEntries(Object.entries(env).filter(([, value]) => value?.trim() !== '')) as T;
 }
 
 /** The whole configuration, for the service (server.ts) and its tests. */

@@ -3,7 +3,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { parseConfig } from '../src/config.ts';
+import { parseConfig, parseSettings } from '../src/config.ts';
 
 // The process around the app: configuration errors stop the start with one
 // line naming the variable; SIGTERM lets requests in flight finish.
@@ -39,6 +39,14 @@ describe('configuration', () => {
       RATE_LIMIT_FEEDBACK_PER_15MIN: 5,
       RATE_LIMIT_GENERAL_PER_15MIN: 100,
     });
+  });
+
+  it('a variable set to nothing (a .env copied from .env.example) takes its default', () => {
+    const config = parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://localhost/x', PORT: '', HOST: ' ', RATE_LIMIT_AUTH_PER_MIN: '', SMTP_URL: '' });
+    expect(config).toMatchObject({ PORT: 3000, HOST: '127.0.0.1', RATE_LIMIT_AUTH_PER_MIN: 10 });
+    expect(config.SMTP_URL).toBeUndefined();
+    expect(parseSettings({ NODE_ENV: '' }, ['NODE_ENV']).NODE_ENV).toBe('production');
+    expect(() => parseConfig({ NODE_ENV: 'development', DATABASE_URL: '' })).toThrowError(/^Invalid configuration: DATABASE_URL is missing$/);
   });
 
   it('a bad variable stops the process with that one line and exit code 1', async () => {

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { SignJWT } from 'jose';
+import { ROOT } from './database.ts';
 import { freePort } from './free-port.ts';
 import { startGateway, type Gateway } from './gateway.ts';
 import { startOidcIssuer, type OidcIssuer } from './oidc-issuer.ts';
@@ -14,6 +15,13 @@ import type { AuthSettings } from './supabase-config.ts';
 // its `keycloak` provider.
 
 export const AUTH_BIN_VARIABLE = 'SUPABASE_AUTH_BIN';
+
+/**
+ * The binary's working directory: one with no `.env`. It reads `./.env`
+ * itself, and the project's (PORT, DATABASE_URL…) would override the port and
+ * database the stack gives it.
+ */
+const AUTH_WORKDIR = path.join(ROOT, '.cache/auth-server');
 
 export class AuthBinaryError extends Error {}
 
@@ -38,7 +46,7 @@ export function findAuthBinary(env: NodeJS.ProcessEnv = process.env): string | u
   }
   for (const dir of (env.PATH ?? '').split(path.delimiter).filter(Boolean)) {
     const candidate = path.join(dir, 'gotrue');
-    if (isExecutable(candidate)) return candidate;
+    if (isExecutable(candidate)) return path.resolve(candidate);
   }
   return undefined;
 }
@@ -93,7 +101,8 @@ function authDatabaseUrl(databaseUrl: string): string {
 
 function run(binary: string, args: string[], env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    mkdirSync(AUTH_WORKDIR, { recursive: true });
+    const child = spawn(binary, args, { env, cwd: AUTH_WORKDIR, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (chunk) => (output += chunk));
     child.stderr.on('data', (chunk) => (output += chunk));
@@ -200,7 +209,8 @@ export async function startAuthServer(options: AuthServerOptions): Promise<AuthS
     const port = await freePort();
     upstream = `http://127.0.0.1:${port}`;
     output = '';
-    child = spawn(options.binary, ['serve'], { env: { ...env, PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+    mkdirSync(AUTH_WORKDIR, { recursive: true });
+    child = spawn(options.binary, ['serve'], { env: { ...env, PORT: String(port) }, cwd: AUTH_WORKDIR, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.on('data', (chunk) => (output = (output + chunk).slice(-20_000)));
     child.stderr?.on('data', (chunk) => (output = (output + chunk).slice(-20_000)));
     await waitForHealth(upstream, child, () => output);

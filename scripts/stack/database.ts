@@ -53,6 +53,18 @@ export async function applyPlatform(url: string): Promise<void> {
   }
 }
 
+/** A migration that failed (rolled back), with the ones applied before it in the same run. */
+export class MigrationError extends Error {
+  readonly file: string;
+  readonly applied: readonly string[];
+
+  constructor(file: string, applied: readonly string[], cause: unknown) {
+    super(`${file} failed (rolled back): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.file = file;
+    this.applied = [...applied];
+  }
+}
+
 /** Applies the migrations not yet recorded; returns the names it applied. */
 export async function applyMigrations(url: string): Promise<string[]> {
   const files = (await readdir(MIGRATIONS_DIR)).filter((file) => /^\d+_.+\.sql$/.test(file)).sort();
@@ -69,11 +81,15 @@ export async function applyMigrations(url: string): Promise<string[]> {
       const [version, ...rest] = file.replace(/\.sql$/, '').split('_');
       if (done.has(version)) continue;
       const body = await readFile(path.join(MIGRATIONS_DIR, file), 'utf8');
-      await sql.begin(async (tx) => {
-        await tx.unsafe(body);
-        await tx`insert into supabase_migrations.schema_migrations (version, statements, name)
-                 values (${version}, ${[body]}, ${rest.join('_')})`;
-      });
+      try {
+        await sql.begin(async (tx) => {
+          await tx.unsafe(body);
+          await tx`insert into supabase_migrations.schema_migrations (version, statements, name)
+                   values (${version}, ${[body]}, ${rest.join('_')})`;
+        });
+      } catch (error) {
+        throw new MigrationError(file, applied, error);
+      }
       applied.push(file);
     }
   } finally {
