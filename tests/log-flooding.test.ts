@@ -30,7 +30,7 @@ describe('stored logs under a flood of refusals', () => {
   it('450 refused requests become a handful of rows whose counts add up', async () => {
     const app = await buildApp({ config: testConfig({ DATABASE_URL: database.url, RATE_LIMIT_GENERAL_PER_15MIN: '100' }) });
     try {
-      for (let i = 0; i < 250; i += 1) await app.inject({ method: 'GET', url: '/api/auth/me', remoteAddress: '198.51.100.71' });
+      for (let i = 0; i < 250; i += 1) await app.inject({ method: 'GET', url: '/api/users/me', remoteAddress: '198.51.100.71' });
       for (let i = 0; i < 150; i += 1) {
         await app.inject({ method: 'GET', url: `/api/scan-${i}/wp-login.php`, remoteAddress: `198.51.100.${100 + (i % 2)}` });
       }
@@ -45,8 +45,8 @@ describe('stored logs under a flood of refusals', () => {
     expect(rows.length, JSON.stringify(rows.slice(0, 3))).toBeLessThanOrEqual(12);
     const counted = (route: string, statusCode: number) =>
       rows.filter((row) => row.context.route === route && row.context.statusCode === statusCode).reduce((sum, row) => sum + (row.context.count ?? 0), 0);
-    expect(counted('GET /api/auth/me', 401)).toBe(100);
-    expect(counted('GET /api/auth/me', 429)).toBe(150);
+    expect(counted('GET /api/users/me', 401)).toBe(100);
+    expect(counted('GET /api/users/me', 429)).toBe(150);
     // Unknown URLs share one key, so varying them cannot grow the table either.
     expect(counted('(unknown route)', 404)).toBe(150);
     expect(counted('POST /api/feedback', 400)).toBe(50);
