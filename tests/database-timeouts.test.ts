@@ -1,17 +1,24 @@
 import type { FastifyInstance } from 'fastify';
+import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
-import { testSql } from './support/db.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
 
 // A held lock must not stall the API: a statement that waits longer than
 // DATABASE_STATEMENT_TIMEOUT_MS, and a request that waits longer than
 // DATABASE_ACQUIRE_TIMEOUT_MS for a connection, get 503 in the envelope, and
 // the same app serves normally once the lock is gone.
 
-const sql = testSql();
-afterAll(() => sql.end());
+// A database of this file's own: the lock held here would stall every other
+// file's work on the feedback table of a shared one.
+const database = await createPrivateDatabase('timeouts');
+const sql = postgres(database.url, { max: 4, onnotice: () => {} });
+afterAll(async () => {
+  await sql.end();
+  await database.drop();
+});
 
 /** Holds ACCESS EXCLUSIVE on public.feedback until `release` is called. */
 async function holdFeedbackLock() {
@@ -51,7 +58,7 @@ const expect503 = (response: { statusCode: number; json(): unknown }) => {
 
 describe('database timeouts under a held lock', () => {
   it('a query stuck behind a lock ends with 503 after the statement timeout; the app recovers', async () => {
-    const app: FastifyInstance = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '500' });
+    const app: FastifyInstance = await buildTestApp({ DATABASE_URL: database.url, DATABASE_STATEMENT_TIMEOUT_MS: '500' });
     const headers = await legacyAdmin();
     const lock = await holdFeedbackLock();
     try {
@@ -70,6 +77,7 @@ describe('database timeouts under a held lock', () => {
 
   it('with every connection parked on the lock, a new request gets 503 after the acquire deadline; the app recovers', async () => {
     const app: FastifyInstance = await buildTestApp({
+      DATABASE_URL: database.url,
       DATABASE_POOL_MAX: '2',
       DATABASE_ACQUIRE_TIMEOUT_MS: '400',
       DATABASE_STATEMENT_TIMEOUT_MS: '20000',
