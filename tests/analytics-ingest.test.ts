@@ -194,6 +194,23 @@ describe('recording events', () => {
     expect(summary.json().data).toMatchObject({ pageViews: 4, avgLoadTime: 1_200_066.67 });
   });
 
+  it('metadata nested thousands of levels deep (10 KB of brackets) → 400 naming the field, not a 500; 32 levels are fine', async () => {
+    const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+    const send = (metadata: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/analytics',
+        headers: { 'content-type': 'application/json' },
+        payload: JSON.stringify(event(site.id)).replace(/}$/, `,"metadata":{"a":${metadata}}}`),
+      });
+    const deep = await send(nested(5_000));
+    expect(deep.statusCode).toBe(400);
+    expect(deep.json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { metadata: ['Must be nested at most 32 levels deep'] } });
+    // The body is level 1 and metadata level 2, so n arrays reach level n + 2: 30 fit in 32, 31 do not.
+    expect((await send(nested(30))).statusCode).toBe(201);
+    expect((await send(nested(31))).statusCode).toBe(400);
+  });
+
   it('a body over 16 KiB → 413; malformed JSON → 400', async () => {
     const big = await post(event(site.id, { page: '/' + 'a'.repeat(20_000) }));
     expect(big.statusCode).toBe(413);

@@ -41,6 +41,18 @@ describe('API keys in logs', () => {
     expect(all).not.toContain(unknownKey);
   });
 
+  it('the key is redacted when the path spells the route with percent escapes, which the router decodes', async () => {
+    const site = await createWebsite(app, 'Encoded path');
+    const paths = [`/api/websites/api%2Dkey/${site.apiKey}`, `/api/websites/%61pi-key/${site.apiKey}`, `/api/websites/api-key/${site.apiKey}%2F`];
+    for (const [index, path] of paths.entries()) {
+      const response = await app.inject({ method: 'GET', url: path, remoteAddress: `192.0.2.${210 + index}` });
+      expect(response.statusCode, path).not.toBe(500);
+    }
+    // The first two reach the route itself (so the key was a real credential in the URL).
+    expect((await app.inject({ method: 'GET', url: paths[0], remoteAddress: '192.0.2.220' })).statusCode).toBe(200);
+    expect(lines.join('')).not.toContain(site.apiKey);
+  });
+
   it('accepts the key in X-API-Key on GET /api/websites/api-key', async () => {
     const site = await createWebsite(app, 'Header site');
     const response = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': site.apiKey }, remoteAddress: '192.0.2.202' });

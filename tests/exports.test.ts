@@ -42,6 +42,9 @@ describe('csv cells', () => {
     expect(csvCell('=HYPERLINK("x")')).toBe(`"'=HYPERLINK(""x"")"`);
     expect(csvCell('+1')).toBe("'+1");
     expect(csvCell(-1)).toBe('-1');
+    // Spreadsheets in `;` locales split on it, and a formula would start the next cell.
+    expect(csvCell('x;=1+1;y')).toBe('"x;=1+1;y"');
+    expect(csvCell('a\tb')).toBe('"a\tb"');
     expect(csvCell(new Date('2026-03-01T00:00:00Z'))).toBe('2026-03-01T00:00:00.000Z');
   });
 });

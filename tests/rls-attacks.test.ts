@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type postgres from 'postgres';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertEvents } from './support/analytics.ts';
-import { asUser, createAuthUser, grantRole, type TestUser, testSql } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, type TestUser } from './support/db.ts';
 import { createWebsite } from './support/feedback-fixtures.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
 import {
   type Attacker,
   attempt,
@@ -25,8 +26,14 @@ import {
 // the ones that matter most. Direct SQL under claims (tests/support/db.ts):
 // there is no auth server here to issue real sessions.
 
-const sql = testSql();
-afterAll(() => sql.end());
+// A database of this file's own: the probes run against every table, and on
+// a shared one they waited on locks other files hold (a timed-out run, twice).
+const database = await createPrivateDatabase('rls_attacks');
+const sql = postgres(database.url, { max: 4, onnotice: () => {} });
+afterAll(async () => {
+  await sql.end();
+  await database.drop();
+});
 
 // Read at load time so each table is its own test; a new table shows up here by itself.
 const tables = await publicTables(sql);

@@ -11,7 +11,9 @@ export function csvCell(value: unknown): string {
   let text = value instanceof Date ? value.toISOString() : String(value);
   // A cell starting with = + - @ (or a tab or CR) runs as a formula in spreadsheet programs.
   if (typeof value === 'string' && /^[=+\-@\t\r]/.test(text)) text = `'${text}`;
-  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+  // Quoted on `;` and tab as well: spreadsheets in many locales split on those,
+  // and `x;=1+1` would then start a cell with a formula.
+  return /[",;\t\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
 export const csvLine = (values: unknown[]) => `${values.map(csvCell).join(',')}\r\n`;

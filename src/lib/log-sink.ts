@@ -1,4 +1,5 @@
 import type { LogLevel } from '../logger.ts';
+import { hasUnstorableEscape, storableText } from './schemas.ts';
 
 // The pino destination behind stored server logs. `write` runs inside the
 // logging call, so it only queues the line; a plugin drains the queue in
@@ -73,12 +74,17 @@ export function parseLine(line: string): ServerLogEntry | undefined {
   let context: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(record)) if (!NOT_CONTEXT.has(key)) context[key] = value;
   const serialized = JSON.stringify(context);
-  if (serialized.length > MAX_CONTEXT) context = { truncated: true, preview: serialized.slice(0, MAX_CONTEXT) };
+  // jsonb refuses NUL and unpaired surrogates, and one such entry would fail
+  // its whole batch: such a context, like a long one, is kept as text, cut
+  // whole characters at a time.
+  if (serialized.length > MAX_CONTEXT || hasUnstorableEscape(serialized)) {
+    context = { truncated: serialized.length > MAX_CONTEXT, preview: storableText(serialized.slice(0, MAX_CONTEXT)) };
+  }
   const errMessage = (record.err as { message?: unknown } | undefined)?.message;
   const message = typeof record.msg === 'string' && record.msg !== '' ? record.msg : typeof errMessage === 'string' ? errMessage : '(no message)';
   return {
     level: levelName(record.level),
-    message: message.slice(0, MAX_MESSAGE) || '(no message)',
+    message: storableText(message.slice(0, MAX_MESSAGE)) || '(no message)',
     context,
     requestId: typeof record.requestId === 'string' ? record.requestId.slice(0, 128) : null,
     createdAt: new Date(typeof record.time === 'number' ? record.time : Date.now()).toISOString(),

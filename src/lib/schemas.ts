@@ -51,6 +51,12 @@ const UNSTORABLE_JSON_ESCAPE = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f])/i;
 /** Text Postgres can store: no NUL characters, no unpaired surrogates. */
 export const isStorableText = (value: string) => value.isWellFormed() && !value.includes('\u0000');
 
+/** `value` made storable: NUL characters dropped, unpaired surrogates (a cut emoji) replaced. */
+export const storableText = (value: string) => value.toWellFormed().replaceAll('\u0000', '');
+
+/** Does JSON text (as JSON.stringify writes it) hold an escape that jsonb refuses? */
+export const hasUnstorableEscape = (json: string) => UNSTORABLE_JSON_ESCAPE.test(json);
+
 /** A JSON object (string keys, any values) whose serialised form stays under `maxBytes`. */
 export function boundedJsonObject(label: string, maxBytes: number) {
   return z
@@ -60,7 +66,7 @@ export function boundedJsonObject(label: string, maxBytes: number) {
     .superRefine((value, context) => {
       const json = JSON.stringify(value);
       if (Buffer.byteLength(json) > maxBytes) context.addIssue({ code: 'custom', message: `${label} must be at most ${maxBytes} bytes as JSON` });
-      else if (UNSTORABLE_JSON_ESCAPE.test(json)) {
+      else if (hasUnstorableEscape(json)) {
         context.addIssue({ code: 'custom', message: `${label} must not contain NUL characters or unpaired surrogates` });
       }
     });

@@ -3,12 +3,30 @@ import fp from 'fastify-plugin';
 import { validationFailed } from '../lib/errors.ts';
 
 // JSON bodies are parsed by Fastify's own parser (which refuses __proto__ and
-// constructor poisoning), an empty one counting as no body, then refused when any string in them holds a NUL
-// character: Postgres can store NUL in neither text nor jsonb, and one such
-// value would otherwise fail a whole batched insert.
+// constructor poisoning), an empty one counting as no body, then refused when
+// they nest deeper than any route needs (validating or serialising a value
+// thousands of levels deep exhausts the stack: a 500 from 10 KB of brackets),
+// or when any string in them holds a NUL character: Postgres can store NUL in
+// neither text nor jsonb, and one such value would otherwise fail a whole
+// batched insert.
 
 const ESCAPED_NUL = /\\u0000/i;
 const BLANK = /^\s*$/;
+/** Deepest nesting accepted in a body (the body itself is level 1). */
+export const MAX_BODY_DEPTH = 32;
+
+/** The top-level field (or `body`) of the first branch nested deeper than MAX_BODY_DEPTH; undefined when none is. */
+function tooDeep(body: unknown): string | undefined {
+  // Iterative: the point is not to recurse thousands of levels.
+  const stack: { value: unknown; depth: number; field: string }[] = [{ value: body, depth: 0, field: 'body' }];
+  while (stack.length > 0) {
+    const { value, depth, field } = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (depth === MAX_BODY_DEPTH) return field;
+    for (const [key, item] of Object.entries(value)) stack.push({ value: item, depth: depth + 1, field: depth === 0 ? key : field });
+  }
+  return undefined;
+}
 
 function nulPaths(value: unknown, path: string, found: string[]): void {
   if (found.length >= 10) return;
@@ -26,7 +44,7 @@ function nulPaths(value: unknown, path: string, found: string[]): void {
 
 type BodyParser = Parameters<FastifyInstance['addContentTypeParser']>[2];
 
-/** Fastify's JSON parser, refusing bodies with a NUL in any string (with the field named). */
+/** Fastify's JSON parser, refusing bodies nested too deep or with a NUL in any string (with the field named). */
 export function jsonBodyParser(app: FastifyInstance): BodyParser {
   const parse = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
@@ -35,7 +53,10 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
     // (sign out, say): that is no body, not malformed JSON.
     if (BLANK.test(text)) return done(null, undefined);
     parse(request, text, (error: Error | null, value?: unknown) => {
-      if (error || !ESCAPED_NUL.test(text)) return done(error, value);
+      if (error) return done(error, undefined);
+      const deep = tooDeep(value);
+      if (deep !== undefined) return done(validationFailed({ [deep]: [`Must be nested at most ${MAX_BODY_DEPTH} levels deep`] }), undefined);
+      if (!ESCAPED_NUL.test(text)) return done(null, value);
       const found: string[] = [];
       nulPaths(value, '', found);
       if (found.length === 0) return done(null, value);
