@@ -108,7 +108,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(adminUsersRoutes, { prefix: '/api/admin/users' });
   await fastify.register(usersRoutes, { prefix: '/api/users' });
   await fastify.register(rolesRoutes, { prefix: '/api/userRoles' });
-  await fastify.register(websitesRoutes, { prefix: '/api/websites' });
+  await fastify.register(websitesRoutes, { prefix: '/api/websites', config });
   await fastify.register(analyticsRoutes, { prefix: '/api/analytics', config });
   await fastify.register(trackerRoutes);
   // The HTML pages, in a scope of their own that alone gets helmet's policy

@@ -33,6 +33,11 @@ export const SettingsSchema = z.object({
   // query or a held lock (plugins/db.ts).
   DATABASE_STATEMENT_TIMEOUT_MS: positiveInt(5_000),
   DATABASE_ACQUIRE_TIMEOUT_MS: positiveInt(5_000),
+  // A streamed CSV export (the feedback one so far, docs/analytics.md) holds a
+  // connection while it waits for its client to read; one that has not taken
+  // a write within this long is cut off, so a paused download cannot keep a
+  // connection from the pool.
+  EXPORT_STALL_MS: positiveInt(30_000),
 
   SUPABASE_URL: optionalString.pipe(z.url().optional()),
   SUPABASE_ANON_KEY: optionalString,
@@ -115,6 +120,9 @@ export const SettingsSchema = z.object({
   // Raw events older than this many months are deleted (rollups keep the figures), in batches of this many rows.
   ANALYTICS_RETENTION_MONTHS: positiveInt(13),
   ANALYTICS_RETENTION_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
+  // A website is deleted in batches of this many rows, each its own short
+  // statement, so no statement grows with the website (docs/analytics.md).
+  WEBSITE_DELETE_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),

@@ -1,10 +1,15 @@
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
 import type postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LogSink, parseLine } from '../src/lib/log-sink.ts';
-import { buildTestApp } from './support/app.ts';
+import { insertServerLogEntriesElevated } from '../src/modules/logs/queries.ts';
+import appLogsPlugin from '../src/modules/logs/worker.ts';
+import dbPlugin from '../src/plugins/db.ts';
+import metricsPlugin from '../src/plugins/metrics.ts';
+import { buildTestApp, testConfig } from './support/app.ts';
 import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
 
 // /api/admin with the legacy admin token (the only admin credential usable
 // without an auth server, see docs/admin.md), refused tokens, stored logs
@@ -143,6 +148,16 @@ describe('logs', () => {
     expect(future).toMatchObject({ data: [], pagination: { total: 0, limit: 50, offset: 0 } });
   });
 
+  it('since: a date-time Postgres cannot hold is 400 with details, not a 500; any offset is applied first', async () => {
+    for (const since of ['0000-01-01T00:00:00Z', '9999-12-31T23:59:59-23:59']) {
+      const response = await app.inject({ method: 'GET', url: `/api/admin/logs?since=${encodeURIComponent(since)}`, headers: admin });
+      expect(response.statusCode, since).toBe(400);
+      expect(response.json()).toMatchObject({ error: 'Validation failed', details: { since: ['Since must be a date-time from year 1 to 9999'] } });
+    }
+    // Postgres refuses an offset beyond ±15:59; as an instant it is just a time.
+    expect((await get(`since=${encodeURIComponent('2026-01-01T00:00:00+23:59')}`)).success).toBe(true);
+  });
+
   it('pages with limit and offset', async () => {
     const marker = `page-${crypto.randomUUID()}`;
     for (let i = 0; i < 3; i += 1) {
@@ -164,6 +179,25 @@ describe('logs', () => {
     expect(await app.appLogs.prune()).toBeGreaterThanOrEqual(1);
     const left = await sql`select message from public.app_logs where context ->> 'marker' = ${marker}`;
     expect(left.map((r) => r.message)).toEqual(['recent']);
+  });
+
+  it('prunes once soon after start: an instance restarted more often than hourly still prunes', async () => {
+    const marker = crypto.randomUUID();
+    await sql`
+      insert into public.app_logs (level, message, context, source, created_at)
+      values ('warn', 'old', ${sql.json({ marker })}, 'server', now() - interval '31 days')`;
+    // The logs plugin on its own, with a first run 50 ms after start instead of a minute.
+    const config = testConfig();
+    const started = Fastify();
+    await started.register(dbPlugin, { config });
+    await started.register(metricsPlugin, { config });
+    await started.register(appLogsPlugin, { config, firstPruneAfterMs: 50 });
+    await started.ready();
+    try {
+      await waitFor(async () => (await sql`select 1 from public.app_logs where context ->> 'marker' = ${marker}`).length === 0, 3_000, 'the first prune');
+    } finally {
+      await started.close();
+    }
   });
 
   it('stores what is still queued when the app closes', async () => {
@@ -199,6 +233,23 @@ describe('log sink', () => {
     expect(parseLine(JSON.stringify({ level: 50, msg: 'x', persist: false }))).toBeUndefined();
     expect(parseLine('not json')).toBeUndefined();
     expect(parseLine(JSON.stringify({ level: 40, msg: 'big', blob: 'x'.repeat(20_000) }))?.context).toMatchObject({ truncated: true });
+  });
+
+  it('stores what jsonb would refuse: a long context cut inside an emoji, an unpaired surrogate, a NUL', async () => {
+    const marker = crypto.randomUUID();
+    // 15,999 characters of JSON before the emoji, so the cut at 16,000 falls between its two halves.
+    const prefix = JSON.stringify({ marker, blob: '' }).length - 2;
+    const lines = [
+      { level: 40, msg: 'emoji cut', marker, blob: `${'x'.repeat(15_999 - prefix)}😀${'y'.repeat(100)}` },
+      { level: 40, msg: 'lone surrogate \ud800 in the message', marker, value: 'a\udc00b' },
+      { level: 40, msg: 'nul', marker, value: 'a\u0000b' },
+    ].map((line) => parseLine(JSON.stringify(line))!);
+    expect(lines[0].context).toMatchObject({ truncated: true, preview: expect.stringMatching(/x\ufffd$/) });
+    expect(lines[1].context).toMatchObject({ truncated: false });
+    // The one batch is stored whole (before, jsonb refused it, and every entry in it was lost).
+    await insertServerLogEntriesElevated(sql, lines);
+    const stored = await sql`select message from public.app_logs where message in ('emoji cut', 'nul') or message like 'lone surrogate%' order by message`;
+    expect(stored.map((row) => row.message)).toEqual(['emoji cut', 'lone surrogate \ufffd in the message', 'nul']);
   });
 });
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import net, { type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { csvCell, csvLine } from '../src/lib/csv.ts';
@@ -6,6 +7,7 @@ import { legacyAdmin, refusedTokens } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, insertEvents, type TestWebsite } from './support/analytics.ts';
 import { testSql } from './support/db.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
 
 // CSV downloads for admins: feedback and a website's daily series, streamed
 // from a database cursor, with the JSON routes' filters and errors.
@@ -139,5 +141,57 @@ describe('exports', () => {
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-length']).toBeUndefined();
     expect(parseCsv(response.body)).toHaveLength(5001);
+  });
+});
+
+describe('an export whose client stops reading', () => {
+  it('is cut after EXPORT_STALL_MS, and its database connection goes back to the pool', async () => {
+    // One pooled connection: while the stalled export holds it, nothing else gets one.
+    const stalledApp = await buildTestApp({ EXPORT_STALL_MS: '300', DATABASE_POOL_MAX: '1', DATABASE_ACQUIRE_TIMEOUT_MS: '1000' });
+    const client = new net.Socket();
+    let websiteId: string | undefined;
+    try {
+      await stalledApp.listen({ host: '127.0.0.1', port: 0 });
+      const admin = await legacyAdmin();
+      websiteId = (await createWebsite(stalledApp, 'Stalled export')).id;
+      // About 20 MB of CSV: far more than the sockets between server and client buffer.
+      await sql`
+        insert into public.feedback (name, email, comment, rating, website_id)
+        select 'Bulk ' || g, 'bulk@example.test', repeat('A long comment. ', 1250), 3, ${websiteId}
+          from generate_series(1, 1000) g`;
+
+      // A client that sends its request and never reads past what the socket takes in on its own.
+      const requestId = `stalled-export-${randomUUID()}`;
+      client.connect((stalledApp.server.address() as AddressInfo).port, '127.0.0.1');
+      client.write(
+        `GET /api/feedback/export?websiteId=${websiteId} HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+          `Authorization: ${admin.authorization}\r\nX-Request-Id: ${requestId}\r\n\r\n`,
+      );
+      await waitFor(() => client.readableLength > 0, 5_000, 'the download to start');
+
+      // The export gives its connection back once the stall is noticed, so the next request is served.
+      const started = Date.now();
+      await waitFor(
+        async () => (await stalledApp.inject({ method: 'GET', url: '/api/websites', headers: admin })).statusCode === 200,
+        5_000,
+        'a connection for another request',
+      );
+      expect(Date.now() - started).toBeLessThan(3_000);
+
+      // The download was cut, not finished: the client gets the connection's end long before 20 MB.
+      let received = client.readableLength;
+      const ended = new Promise<void>((resolve) => client.once('close', () => resolve()));
+      client.on('data', (chunk: Buffer) => (received += chunk.length));
+      await ended;
+      expect(received).toBeLessThan(15 * 1024 * 1024);
+
+      await stalledApp.appLogs.flush();
+      const logged = await sql`select level::text, message from public.app_logs where request_id = ${requestId}`;
+      expect(logged).toEqual([{ level: 'warn', message: expect.stringContaining('client stopped reading') }]);
+    } finally {
+      client.destroy();
+      await stalledApp.close();
+      if (websiteId) await sql`delete from public.feedback where website_id = ${websiteId}`;
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWebsitesService } from '../src/modules/websites/service.ts';
 import { buildTestApp } from './support/app.ts';
 import { adminToken, createWebsite } from './support/analytics.ts';
 import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
@@ -198,5 +199,111 @@ describe('row-level security on websites, as each role', () => {
     expect(await asUser(sql, nobody, (tx) => tx`select id from public.websites where id = ${id}`)).toHaveLength(0);
     await expect(insertAs(nobody, 'By nobody')).rejects.toMatchObject({ code: '42501' });
     await expect(asUser(sql, null, (tx) => tx`select id from public.websites`)).rejects.toMatchObject({ code: '42501' });
+  });
+});
+
+describe('deleting a website with many events', () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildTestApp();
+  });
+  afterAll(async () => app?.close());
+  const ANALYTICS_TABLES = [
+    'analytics_events',
+    'analytics_daily_totals',
+    'analytics_daily_pages',
+    'analytics_daily_referrers',
+    'analytics_distinct_days',
+    'analytics_daily_distinct',
+    'analytics_session_days',
+    'analytics_daily_sessions',
+    'analytics_dimension_days',
+    'analytics_daily_dimensions',
+  ];
+  const rowsLeft = async (websiteId: string) => {
+    const left: Record<string, number> = {};
+    for (const table of ['websites', ...ANALYTICS_TABLES]) {
+      const [row] = await sql`select count(*)::int as n from ${sql(`public.${table}`)} where ${sql(table === 'websites' ? 'id' : 'website_id')} = ${websiteId}`;
+      if (row.n > 0) left[table] = row.n;
+    }
+    return left;
+  };
+  /** `count` events over 90 days, 3000 sessions and 5000 visitors, so every rollup table has rows. */
+  const insertManyEvents = (websiteId: string, count: number) => sql`
+    insert into public.analytics_events
+      (id, website_id, event_type, page, referrer_host, user_agent, device_type, session_id, visitor_id, country, utm_source, created_at)
+    select gen_random_uuid(), ${websiteId}, 'page_view', '/p' || (g % 50), 'ref' || (g % 7) || '.example.test', 'fixture',
+           (array['desktop', 'mobile', 'tablet'])[1 + g % 3], 's' || (g % 3000), 'v' || (g % 5000), 'DE', 'newsletter',
+           timestamptz '2026-01-01' + (g % 90) * interval '1 day' + (g % 1000) * interval '1 second'
+      from generate_series(1, ${count}) g`;
+
+  it('completes where one statement would outlast the statement timeout; its events and rollups go with it', async () => {
+    // 60 ms: about half of what deleting 80 000 events and their rollups in one statement takes
+    // here, and a few times what one batch of 500 rows takes.
+    const strict = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '60', WEBSITE_DELETE_BATCH: '500' });
+    const site = await createWebsite(strict, 'Many events');
+    try {
+      await insertManyEvents(site.id, 80_000);
+      expect(Object.keys(await rowsLeft(site.id)).sort()).toEqual(['websites', ...ANALYTICS_TABLES].sort());
+      const auth = { authorization: `Bearer ${await adminToken()}` };
+      const response = await strict.inject({ method: 'DELETE', url: `/api/websites/${site.id}`, headers: auth });
+      expect(response.statusCode, response.body).toBe(200);
+      expect(response.json()).toEqual({ success: true, message: 'Website deleted' });
+      expect(await rowsLeft(site.id)).toEqual({});
+      expect((await strict.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` })).statusCode).toBe(404);
+    } finally {
+      await strict.close();
+      await sql`delete from public.websites where id = ${site.id}`;
+    }
+  });
+
+  it('a deletion cut short leaves a website that is hidden and keyless, and is finished later', async () => {
+    const site = await createWebsite(app, 'Cut short');
+    const other = await createWebsite(app, 'Cut short too');
+    try {
+      await insertManyEvents(site.id, 2_000);
+      await insertManyEvents(other.id, 2_000);
+      const admin = await createAuthUser(sql);
+      await grantRole(sql, admin.id, 'admin');
+      const editor = await createAuthUser(sql);
+      await grantRole(sql, editor.id, 'editor');
+      // Only admins begin a deletion, as only admins delete.
+      await expect(asUser(sql, editor.id, (tx) => tx`select public.begin_website_deletion(${site.id})`)).rejects.toMatchObject({ code: '42501' });
+      // The first step alone, as a process that stopped right after it would leave it
+      // (committed as the admin; asUser rolls back).
+      for (const id of [site.id, other.id]) {
+        await sql.begin(async (tx) => {
+          await tx`select set_config('role', 'authenticated', true), set_config('request.jwt.claims', ${JSON.stringify({ sub: admin.id, role: 'authenticated' })}, true)`;
+          expect(await tx`select public.begin_website_deletion(${id}) as begun`).toEqual([{ begun: true }]);
+        });
+      }
+
+      const auth = { authorization: `Bearer ${await adminToken()}` };
+      expect((await app.inject({ method: 'GET', url: `/api/websites/${site.id}`, headers: auth })).statusCode).toBe(404);
+      const listed = await app.inject({ method: 'GET', url: '/api/websites?limit=100', headers: auth });
+      expect(listed.json().data.map((website: { id: string }) => website.id)).not.toContain(site.id);
+      expect((await app.inject({ method: 'PUT', url: `/api/websites/${site.id}`, headers: auth, payload: { name: 'Back' } })).statusCode).toBe(404);
+      expect((await app.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` })).statusCode).toBe(404);
+      const byKey = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${site.id}`, headers: { 'x-api-key': site.apiKey } });
+      expect(byKey.statusCode).toBe(401);
+      // Nor does the legacy admin token (the service role, which row-level security lets through) read it,
+      // and ingestion, which names the website by id alone, stores nothing more for it.
+      expect((await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${site.id}`, headers: auth })).statusCode).toBe(404);
+      const live = await app.inject({ method: 'GET', url: '/api/analytics/realtime', headers: auth });
+      expect(live.json().data.websites.map((website: { websiteId: string }) => website.websiteId)).not.toContain(site.id);
+      const event = { websiteId: site.id, eventType: 'page_view', page: '/', userAgent: 'Mozilla/5.0 (X11; Linux x86_64) Firefox/130.0', sessionId: 's-late' };
+      expect((await app.inject({ method: 'POST', url: '/api/analytics', payload: event })).statusCode).toBe(404);
+      expect(await asUser(sql, admin.id, (tx) => tx`select id from public.websites where id = ${site.id}`)).toHaveLength(0);
+      expect((await rowsLeft(site.id)).analytics_events).toBe(2_000);
+
+      // Asked again, DELETE finishes it; at start-up, the server finishes what is left.
+      const again = await app.inject({ method: 'DELETE', url: `/api/websites/${site.id}`, headers: auth });
+      expect(again.statusCode).toBe(200);
+      expect(await rowsLeft(site.id)).toEqual({});
+      await createWebsitesService({ db: app.db, deleteBatchSize: 500 }).finishLeftDeletionsElevated();
+      expect(await rowsLeft(other.id)).toEqual({});
+    } finally {
+      await sql`delete from public.websites where id in ${sql([site.id, other.id])}`;
+    }
   });
 });

@@ -58,8 +58,58 @@ export function csvStream(header: string[], fill: (sink: CsvSink) => Promise<voi
   return stream;
 }
 
-/** Sends `body` as a CSV download. The reply is taken untyped: route schemas describe the body as text. */
-export function sendCsv(reply: FastifyReply, filename: string, body: Readable): FastifyReply {
+// A streamed export holds a pooled connection and an open transaction (its
+// cursor) for as long as it waits on its client, and while it waits no
+// statement runs, so the statement timeout never fires. A client that stays
+// connected but stops reading (a paused download, a link that died without a
+// reset) would hold both for as long as the socket lives: four of them took a
+// pool of four. So a download is cut when the client has not taken the last
+// write within `stallMs`, or when it has run past `maxMs` in all; cutting the
+// response ends the stream, the export's loop sees it and its transaction ends.
+
+/** A whole export may take this long: the feedback table exports in seconds, so only a crawling client gets near it. */
+export const DOWNLOAD_MAX_MS = 15 * 60_000;
+
+export interface DownloadLimits {
+  /** Longest the client may leave a write untaken. */
+  stallMs: number;
+  maxMs?: number;
+}
+
+/** Watches `reply`'s response from now on and cuts it (logged once, at warn) past either limit. */
+export function cutDownloadWhenStalled(reply: FastifyReply, { stallMs, maxMs = DOWNLOAD_MAX_MS }: DownloadLimits): void {
+  const response = reply.raw;
+  let behindSince: number | undefined;
+  const cut = (reason: string, details: Record<string, number>) => {
+    stopWatching();
+    if (response.destroyed) return;
+    reply.log.warn(details, `download cut: ${reason}`);
+    response.destroy();
+  };
+  // writableNeedDrain: a write was refused a place in the buffer and the client has not taken it since.
+  const check = setInterval(() => {
+    if (!response.writableNeedDrain) return void (behindSince = undefined);
+    behindSince ??= Date.now();
+    if (Date.now() - behindSince >= stallMs) cut('the client stopped reading', { stallMs });
+  }, Math.max(10, Math.floor(stallMs / 4))).unref();
+  const deadline = setTimeout(() => cut('it took too long', { maxMs }), maxMs).unref();
+  const onDrain = () => (behindSince = undefined);
+  response.on('drain', onDrain);
+  function stopWatching() {
+    clearInterval(check);
+    clearTimeout(deadline);
+    response.off('drain', onDrain);
+  }
+  response.once('finish', stopWatching);
+  response.once('close', stopWatching);
+}
+
+/**
+ * Sends `body` as a CSV download, cut when the client stalls past `limits`.
+ * The reply is taken untyped: route schemas describe the body as text.
+ */
+export function sendCsv(reply: FastifyReply, filename: string, body: Readable, limits: DownloadLimits): FastifyReply {
+  cutDownloadWhenStalled(reply, limits);
   return reply
     .type('text/csv; charset=utf-8')
     .header('content-disposition', `attachment; filename="${filename}"`)

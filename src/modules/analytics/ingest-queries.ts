@@ -27,7 +27,7 @@ export interface EventRow {
  * Elevated: one multi-row INSERT for a whole batch, the rows sent as one JSON
  * array (V8's JSON.stringify is the cheapest encoder at hand); the rollup
  * trigger runs in the same statement. Rows for websites that do not exist
- * are skipped, and the ids returned are the ones stored. Pending, so the
+ * (or whose deletion has begun) are skipped, and the ids returned are the ones stored. Pending, so the
  * batcher can bound it (db.bounded).
  */
 export function insertEventBatchQueryElevated(sql: ElevatedSql, rows: EventRow[]) {
@@ -42,7 +42,7 @@ export function insertEventBatchQueryElevated(sql: ElevatedSql, rows: EventRow[]
         id uuid, "websiteId" uuid, "eventType" text, page text, referrer text, "referrerHost" text, "userAgent" text,
         "deviceType" text, "sessionId" text, "userId" text, "visitorId" text, country text, "utmSource" text,
         "utmMedium" text, "utmCampaign" text, metadata jsonb, "createdAt" timestamptz)
-     where exists (select 1 from public.websites w where w.id = e."websiteId")
+     where exists (select 1 from public.websites w where w.id = e."websiteId" and w.deletion_started_at is null)
     returning id`;
 }
 

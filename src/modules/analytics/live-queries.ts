@@ -21,7 +21,7 @@ export async function getActiveVisitors(tx: Tx, { seconds, websiteId, limit }: {
          from public.analytics_events e
         where e.website_id = w.id and e.created_at >= now() - make_interval(secs => ${seconds})
      ) as active
-     where ${websiteId}::uuid is null or w.id = ${websiteId}::uuid
+     where w.deletion_started_at is null and (${websiteId}::uuid is null or w.id = ${websiteId}::uuid)
      order by active.visitors desc, w.name, w.id
      limit ${limit}`;
   return rows.map((row): ActiveWebsite => ({ websiteId: row.website_id, name: row.name, activeVisitors: Number(row.visitors) }));

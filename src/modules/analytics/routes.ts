@@ -169,7 +169,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
         (sink) => analytics.exportDailySeries(caller, range, sink),
         (error) => request.log.error({ err: error }, 'daily series export failed after it started'),
       );
-      return sendCsv(reply, `analytics-${range.websiteId}-${range.startDate}-${range.endDate}.csv`, body);
+      return sendCsv(reply, `analytics-${range.websiteId}-${range.startDate}-${range.endDate}.csv`, body, { stallMs: config.EXPORT_STALL_MS });
     },
   );
 };

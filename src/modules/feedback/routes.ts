@@ -107,7 +107,7 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
         (sink) => feedback.exportFeedback(caller, request.query, sink),
         (error) => request.log.error({ err: error }, 'feedback export failed after it started'),
       );
-      return sendCsv(reply, `feedback-${new Date().toISOString().slice(0, 10)}.csv`, body);
+      return sendCsv(reply, `feedback-${new Date().toISOString().slice(0, 10)}.csv`, body, { stallMs: config.EXPORT_STALL_MS });
     },
   );
 

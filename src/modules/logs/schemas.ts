@@ -21,7 +21,13 @@ export const LogEntrySchema = z.object({
 export const ListLogsQuerySchema = z.object({
   level: LogLevelSchema.optional(),
   source: z.enum(['server', 'client']).optional(),
-  since: z.iso.datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' }).optional(),
+  // Handed to Postgres as an instant, so an offset it would refuse (±23:59) is
+  // already applied; years outside 1 to 9999 cannot be stored as timestamps.
+  since: z.iso
+    .datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' })
+    .transform((value) => new Date(value))
+    .refine((date) => date.getUTCFullYear() >= 1 && date.getUTCFullYear() <= 9999, 'Since must be a date-time from year 1 to 9999')
+    .optional(),
   limit: limitSchema(500, 50),
   offset: OffsetSchema,
 });

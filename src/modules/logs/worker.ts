@@ -12,6 +12,10 @@ import { createLogsService } from './service.ts';
 // the database for its log lines. Entries older than LOG_RETENTION_DAYS are
 // pruned on a timer. Client entries (POST /api/admin/logs, routes.ts) are
 // written under the caller's rights instead.
+//
+// The first prune runs a minute after start, not an hour: an instance that is
+// restarted more often than hourly (deploys, autoscaling) would otherwise
+// never prune at all.
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -32,12 +36,14 @@ export interface AppLogsOptions {
   flushIntervalMs?: number;
   batchSize?: number;
   pruneIntervalMs?: number;
+  /** Delay of the first prune after start; short, so uptime shorter than pruneIntervalMs still prunes. */
+  firstPruneAfterMs?: number;
 }
 
 export default fp<AppLogsOptions>(
   async function appLogsPlugin(
     app: FastifyInstance,
-    { config, sink = new LogSink(), flushIntervalMs = 1_000, batchSize = 200, pruneIntervalMs = 60 * 60_000 },
+    { config, sink = new LogSink(), flushIntervalMs = 1_000, batchSize = 200, pruneIntervalMs = 60 * 60_000, firstPruneAfterMs = 60_000 },
   ) {
     const logs = createLogsService({ db: app.db });
     const registers = [app.metrics.registry];
@@ -86,17 +92,17 @@ export default fp<AppLogsOptions>(
 
     const flusher = setInterval(() => void flush(), flushIntervalMs);
     flusher.unref();
-    const pruner = setInterval(
-      () => void prune().catch((error) => app.log.error({ err: error, persist: false }, 'pruning log entries failed')),
-      pruneIntervalMs,
-    );
-    pruner.unref();
+    const pruneInBackground = () => void prune().catch((error) => app.log.error({ err: error, persist: false }, 'pruning log entries failed'));
+    // Off the start-up path, and not holding the process open.
+    const firstPrune = setTimeout(pruneInBackground, firstPruneAfterMs).unref();
+    const pruner = setInterval(pruneInBackground, pruneIntervalMs).unref();
 
     app.decorate('appLogs', { flush, prune, stats: () => ({ queued: sink.queued, dropped: sink.dropped, failed }) });
 
     // Runs before the db plugin's own onClose closes the pool: plugins close in reverse order.
     app.addHook('onClose', async () => {
       clearInterval(flusher);
+      clearTimeout(firstPrune);
       clearInterval(pruner);
       // Bounded: a stuck insert must not hold the close past the process's deadline.
       let timer: NodeJS.Timeout | undefined;

@@ -3,7 +3,9 @@ import type { Website } from './schemas.ts';
 
 // One query per function, named after what it returns. Each takes the caller's
 // transaction (`asActor` or `readAtOnceAsActor`), so row-level security
-// decides; the one elevated lookup says so in its name.
+// decides; the elevated ones say so in their names. A website whose deletion
+// has begun is left out by row-level security, and by the queries themselves
+// for the legacy admin token, whose service role bypasses it.
 
 interface WebsiteRow {
   id: string;
@@ -64,18 +66,19 @@ export async function insertWebsite(tx: Tx, row: NewWebsiteRow): Promise<Website
 export async function getWebsitePage(tx: Tx, { limit, offset }: { limit: number; offset: number }): Promise<Website[]> {
   const rows = await tx<WebsiteRow[]>`
     select ${tx(COLUMNS)} from public.websites
+     where deletion_started_at is null
      order by created_at desc, id
      limit ${limit} offset ${offset}`;
   return rows.map(toWebsite);
 }
 
 export async function getWebsiteCount(tx: Tx): Promise<number> {
-  const [row] = await tx<{ total: string }[]>`select count(*) as total from public.websites`;
+  const [row] = await tx<{ total: string }[]>`select count(*) as total from public.websites where deletion_started_at is null`;
   return Number(row.total);
 }
 
 export async function getWebsite(tx: Tx, id: string): Promise<Website | undefined> {
-  const [row] = await tx<WebsiteRow[]>`select ${tx(COLUMNS)} from public.websites where id = ${id}`;
+  const [row] = await tx<WebsiteRow[]>`select ${tx(COLUMNS)} from public.websites where id = ${id} and deletion_started_at is null`;
   return row ? toWebsite(row) : undefined;
 }
 
@@ -86,15 +89,34 @@ export async function updateWebsite(tx: Tx, id: string, patch: WebsitePatch): Pr
            domain = coalesce(${patch.domain ?? null}, domain),
            settings = coalesce(${json(patch.settings)}::text::jsonb, settings),
            metadata = coalesce(${json(patch.metadata)}::text::jsonb, metadata)
-     where id = ${id}
+     where id = ${id} and deletion_started_at is null
     returning ${tx(COLUMNS)}`;
   return row ? toWebsite(row) : undefined;
 }
 
-/** Its events and rollups go with it (foreign keys cascade). */
-export async function deleteWebsite(tx: Tx, id: string): Promise<boolean> {
-  const rows = await tx`delete from public.websites where id = ${id} returning id`;
-  return rows.length > 0;
+/**
+ * Marks the website for deletion, as the caller (admins only): from the
+ * commit on it is hidden and its key opens nothing. False when there is no
+ * such website; true as well when its deletion began earlier.
+ */
+export async function beginWebsiteDeletion(tx: Tx, id: string): Promise<boolean> {
+  const [row] = await tx<{ begun: boolean }[]>`select public.begin_website_deletion(${id}) as begun`;
+  return row.begun;
+}
+
+/**
+ * Elevated: deletes one batch of a marked website's rows, the website row
+ * last, in one short transaction; how many rows went, 0 once it is gone.
+ * Left pending so the service can bound it (migration 20261124000100).
+ */
+export function deleteWebsiteBatchElevated(sql: ElevatedSql, id: string, batchSize: number) {
+  return sql<{ deleted: number }[]>`select public.delete_website_batch(${id}, ${batchSize}) as deleted`;
+}
+
+/** Elevated: the websites whose deletion began and has not finished (a process stopped during it). */
+export async function selectWebsiteIdsBeingDeletedElevated(sql: ElevatedSql): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`select id from public.websites where deletion_started_at is not null`;
+  return rows.map((row) => row.id);
 }
 
 /**

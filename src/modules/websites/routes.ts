@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Config } from '../../config.ts';
 import { unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from '../../lib/roles.ts';
@@ -13,13 +14,15 @@ import {
   WebsiteIdParamsSchema,
   WebsiteResponseSchema,
 } from './schemas.ts';
+import websiteDeletionPlugin from './deletion/worker.ts';
 import { createWebsitesService } from './service.ts';
 
 // /api/websites: readers are viewers, editors and admins; editors and admins
 // write; only admins delete. The API key routes are public: the key is the credential.
 
-const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
-  const websites = createWebsitesService({ db: app.db });
+const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+  const websites = createWebsitesService({ db: app.db, deleteBatchSize: config.WEBSITE_DELETE_BATCH });
+  await app.register(websiteDeletionPlugin, { config });
   const tags = ['websites'];
   const security = [{ bearer: [] }];
 
@@ -104,7 +107,7 @@ const websitesRoutes: FastifyPluginAsyncZod = async (app) => {
     '/:id',
     {
       onRequest: app.requireRole(...WEBSITE_DELETERS),
-      schema: { tags, security, summary: 'Delete a website with its analytics', params: WebsiteIdParamsSchema, response: { 200: MessageResponseSchema } },
+      schema: { tags, security, summary: 'Delete a website with its analytics (its API key stops working at once)', params: WebsiteIdParamsSchema, response: { 200: MessageResponseSchema } },
     },
     async function removeWebsite(request) {
       await websites.removeWebsite(callerOf(request), request.params.id);

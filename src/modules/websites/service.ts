@@ -4,12 +4,14 @@ import type { PaginationQuery } from '../../lib/schemas.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import {
-  deleteWebsite,
+  beginWebsiteDeletion,
+  deleteWebsiteBatchElevated,
   getWebsite,
   getWebsiteCount,
   getWebsitePage,
   insertWebsite,
   selectWebsiteByApiKeyHashElevated,
+  selectWebsiteIdsBeingDeletedElevated,
   toWebsite,
   updateWebsite,
 } from './queries.ts';
@@ -20,7 +22,13 @@ import type { CreateWebsiteBody, UpdateWebsiteBody, Website } from './schemas.ts
 
 export const websiteNotFound = () => notFound('Website not found');
 
-export function createWebsitesService({ db }: { db: Database }) {
+export interface WebsitesServiceDeps {
+  db: Database;
+  /** Rows per deletion batch (WEBSITE_DELETE_BATCH). */
+  deleteBatchSize: number;
+}
+
+export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDeps) {
   /** The new website with its API key, shown in full only here. */
   async function createWebsite(caller: Caller, body: CreateWebsiteBody): Promise<Website & { apiKey: string }> {
     const apiKey = generateApiKey();
@@ -56,9 +64,33 @@ export function createWebsitesService({ db }: { db: Database }) {
     return website;
   }
 
+  /**
+   * Deletion in two steps (docs/analytics.md, "Deleting a website"): the
+   * caller's own short transaction marks the website, which hides it and ends
+   * its key at commit; then batches, each a short statement of its own, remove
+   * its rows and at last the website. No statement grows with the website, so
+   * the statement timeout never stops it. Asked again, it finishes a deletion
+   * that was cut short.
+   */
   async function removeWebsite(caller: Caller, id: string): Promise<void> {
-    const deleted = await db.asActor(dbActorOf(caller), (tx) => deleteWebsite(tx, id));
-    if (!deleted) throw websiteNotFound();
+    const begun = await db.asActor(dbActorOf(caller), (tx) => beginWebsiteDeletion(tx, id));
+    if (!begun) throw websiteNotFound();
+    await finishDeletionElevated(id);
+  }
+
+  /** Elevated: deletes a marked website batch by batch; `stopped` is asked between batches. */
+  async function finishDeletionElevated(id: string, stopped: () => boolean = () => false): Promise<void> {
+    while (!stopped()) {
+      const [{ deleted }] = await db.bounded(deleteWebsiteBatchElevated(db.sql, id, deleteBatchSize));
+      if (deleted === 0) return;
+    }
+  }
+
+  /** Elevated: finishes the deletions a stopped process left behind; how many it found. */
+  async function finishLeftDeletionsElevated(stopped: () => boolean = () => false): Promise<number> {
+    const ids = await selectWebsiteIdsBeingDeletedElevated(db.sql);
+    for (const id of ids) await finishDeletionElevated(id, stopped);
+    return ids.length;
   }
 
   /** Elevated: the key itself is the credential. Anything else is simply not found. */
@@ -69,7 +101,7 @@ export function createWebsitesService({ db }: { db: Database }) {
     return toWebsite(row);
   }
 
-  return { createWebsite, listWebsites, findWebsite, changeWebsite, removeWebsite, findWebsiteByApiKeyElevated };
+  return { createWebsite, listWebsites, findWebsite, changeWebsite, removeWebsite, finishLeftDeletionsElevated, findWebsiteByApiKeyElevated };
 }
 
 export type WebsitesService = ReturnType<typeof createWebsitesService>;

@@ -49,11 +49,13 @@ export interface StatusOptions {
   version: string;
   /** Milliseconds between snapshots on the stream (at most 2 s). */
   intervalMs?: number;
+  /** Longest a stream's client may stay behind (not reading) before the stream is closed. */
+  stalledLimitMs?: number;
   /** Visitors active now on every website the caller may see (the analytics module's, given by app.ts). */
   activeVisitors(caller: Caller): Promise<unknown>;
 }
 
-const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000, activeVisitors }) => {
+const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000, stalledLimitMs = 60_000, activeVisitors }) => {
   if (!app.hasRequestDecorator('cookies')) await app.register(cookie);
   const files = Object.fromEntries(
     await Promise.all(['index.html', 'signin.html', ...Object.keys(ASSETS)].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
@@ -108,10 +110,25 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
 
   app.get('/stream', { onRequest: authorize, config: { metrics: false }, schema: { hide: true } }, async function openStream(request, reply) {
     const stream = new PassThrough();
-    const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    // When the client stops reading (a frozen tab, a dead link that TCP has not
+    // noticed), writes would pile up in memory without bound. A dashboard wants
+    // the latest snapshot, not a backlog: while the client is behind, ticks are
+    // skipped, and a client behind for longer than stalledLimitMs is cut off.
+    let behindSince: number | undefined;
+    stream.on('drain', () => (behindSince = undefined));
+    const send = (event: string, data: unknown) => {
+      if (!stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) behindSince ??= Date.now();
+    };
     const tick = async () => {
+      if (behindSince !== undefined) {
+        if (Date.now() - behindSince < stalledLimitMs) return;
+        request.log.warn({ behindMs: Date.now() - behindSince }, 'status stream closed: its client stopped reading');
+        return stop();
+      }
       // Active visitors are read as the signed-in admin, under row-level security.
       const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), activeVisitors(callerOf(request))]);
+      // Things may have changed while the snapshot was read.
+      if (stopped || behindSince !== undefined) return;
       send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
@@ -126,6 +143,8 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       clearInterval(timer);
       clearInterval(recheck);
       streams.removeStream(owner, stream, stop);
+      // Ending waits for the buffer to reach the client; one that is behind may never take it.
+      if (behindSince !== undefined) return void stream.destroy();
       if (reason) send('end', { reason });
       stream.end();
     };
