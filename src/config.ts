@@ -33,10 +33,9 @@ export const SettingsSchema = z.object({
   // query or a held lock (plugins/db.ts).
   DATABASE_STATEMENT_TIMEOUT_MS: positiveInt(5_000),
   DATABASE_ACQUIRE_TIMEOUT_MS: positiveInt(5_000),
-  // A streamed CSV export (the feedback one so far, docs/analytics.md) holds a
-  // connection while it waits for its client to read; one that has not taken
-  // a write within this long is cut off, so a paused download cannot keep a
-  // connection from the pool.
+  // A streamed CSV export holds a connection while it waits for its client to
+  // read; one that has not taken a write within this long is cut off, so a
+  // paused download cannot keep a connection from the pool (lib/csv.ts).
   EXPORT_STALL_MS: positiveInt(30_000),
 
   SUPABASE_URL: optionalString.pipe(z.url().optional()),

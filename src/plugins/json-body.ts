@@ -13,7 +13,7 @@ import { validationFailed } from '../lib/errors.ts';
 const ESCAPED_NUL = /\\u0000/i;
 const BLANK = /^\s*$/;
 /** Deepest nesting accepted in a body (the body itself is level 1). */
-export const MAX_BODY_DEPTH = 32;
+const MAX_BODY_DEPTH = 32;
 
 /** The top-level field (or `body`) of the first branch nested deeper than MAX_BODY_DEPTH; undefined when none is. */
 function tooDeep(body: unknown): string | undefined {
