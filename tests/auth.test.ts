@@ -46,6 +46,17 @@ describe('/api/auth errors (SPEC section 7)', () => {
     });
   });
 
+  it('signup: an address the auth server would refuse is refused here first (a domain label over 63 characters or ending in -)', async () => {
+    for (const email of ['ab@a-.com', `ab@${'a'.repeat(64)}.com`, 'ab@-a.com']) {
+      const response = await post(app, '/signup', { email, password: 'secret1', name: 'Tester' });
+      expect(response.statusCode, email).toBe(400);
+      expect(response.json().details, email).toEqual({ email: ['Invalid email format'] });
+    }
+    // The longest label the auth server takes passes the check (and then finds the auth server unreachable).
+    const longest = await post(app, '/signup', { email: `ab@${'a'.repeat(63)}.com`, password: 'secret1', name: 'Tester' });
+    expect(longest.statusCode).toBe(503);
+  });
+
   it('signup: missing fields are named', async () => {
     const response = await post(app, '/signup', {});
     expect(response.statusCode).toBe(400);
@@ -57,7 +68,7 @@ describe('/api/auth errors (SPEC section 7)', () => {
   });
 
   it('signin: e-mail or password missing → 400 Email and password are required', async () => {
-    for (const body of [{}, { email: 'a@example.test' }, { password: 'secret1' }, { email: '', password: '' }, { email: null, password: 'secret1' }]) {
+    for (const body of [{}, { email: 'a@example.test' }, { password: 'secret1' }, { email: '', password: '' }, { email: null, password: 'secret1' }, { email: '   ', password: 'secret1' }]) {
       const response = await post(app, '/signin', body);
       expect(response.statusCode).toBe(400);
       expect(response.json()).toEqual({ success: false, error: 'Email and password are required', statusCode: 400 });

@@ -8,7 +8,18 @@ import { z } from 'zod';
 export const requiredString = (label: string) =>
   z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) });
 
-export const EmailSchema = requiredString('Email').trim().toLowerCase().pipe(z.email({ error: 'Invalid email format' }).max(254));
+/**
+ * The auth server also refuses a domain label over 63 characters or ending in
+ * `-`, which zod's pattern lets through; refused here, such an address is a
+ * validation error rather than the auth server's refusal.
+ */
+const DOMAIN_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+const hasValidDomainLabels = (email: string) => email.slice(email.lastIndexOf('@') + 1).split('.').every((label) => DOMAIN_LABEL.test(label));
+
+export const EmailSchema = requiredString('Email')
+  .trim()
+  .toLowerCase()
+  .pipe(z.email({ error: 'Invalid email format', abort: true }).max(254).refine(hasValidDomainLabels, { error: 'Invalid email format' }));
 export const PasswordSchema = requiredString('Password')
   .min(6, { error: 'Password must be at least 6 characters' })
   // bcrypt, which the auth server uses, reads at most 72 bytes.

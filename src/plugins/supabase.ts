@@ -2,7 +2,7 @@ import { createClient, isAuthRetryableFetchError, type SupabaseClient } from '@s
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
-import { serviceUnavailable } from '../lib/errors.ts';
+import { type AppError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's
@@ -35,6 +35,17 @@ export function isAuthServerDown(error: unknown): boolean {
 }
 
 export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
+
+/**
+ * The auth server's refusal of a field (400 or 422, `validation_failed`,
+ * `email_address_invalid`) as our validation error, with the field it names.
+ */
+export function authValidationError(error: unknown): AppError {
+  const { code, message = '' } = (error ?? {}) as { code?: string; message?: string };
+  if (code === 'email_address_invalid' || /email/i.test(message)) return validationFailed({ email: ['Invalid email format'] });
+  if (/password/i.test(message)) return validationFailed({ password: [message] });
+  return validationFailed({ request: [message || 'Refused by the authentication service'] });
+}
 
 /** fetch for auth calls, with a deadline on each call so a hung auth server cannot hold a request. */
 export function deadlineFetch(timeoutMs: number): typeof fetch {

@@ -42,7 +42,8 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     '/signin',
     { ...inRateLimitGroup(app, 'auth'), schema: { tags, body: SignInBodySchema, response: { 200: SignInResponseSchema } } },
     async function signIn(request) {
-      const { email, password } = request.body;
+      const email = request.body.email?.trim();
+      const { password } = request.body;
       if (!email || !password) throw badRequest('Email and password are required');
       const data = await auth.signIn(request.ip, email, password);
       return { success: true as const, message: 'Signed in successfully', data };

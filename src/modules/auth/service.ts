@@ -1,7 +1,7 @@
 import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { authUnavailable, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import { authUnavailable, authValidationError, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
 import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
@@ -45,6 +45,9 @@ export function createAuthService(deps: AuthServiceDeps) {
           user_already_exists: duplicate,
           email_exists: duplicate,
           weak_password: badRequest('Validation failed', { password: [error?.message ?? 'Password is too weak'] }),
+          // Our checks mirror the auth server's (EmailSchema, PasswordSchema); should they ever differ, its refusal is still the client's error.
+          email_address_invalid: authValidationError(error),
+          validation_failed: authValidationError(error),
         });
       }
       // With e-mail confirmation on, the auth server answers a known address
