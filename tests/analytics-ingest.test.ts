@@ -90,15 +90,15 @@ describe('recording events', () => {
       payload: JSON.stringify(event(site.id, { page: '/a\u0000b' })),
     });
     expect(nul.statusCode).toBe(400);
-    // Other routes do not read text/plain as JSON: the body stays a string and fails validation.
+    // Other routes do not read text/plain as JSON: 415, as for any type that is not JSON.
     const feedback = await app.inject({
       method: 'POST',
       url: '/api/feedback',
       headers: { 'content-type': 'text/plain' },
       payload: JSON.stringify({ name: 'Beacon', email: 'b@example.test', comment: 'long enough comment', rating: 5 }),
     });
-    expect(feedback.statusCode).toBe(400);
-    expect(feedback.json().error).toBe('Validation failed');
+    expect(feedback.statusCode).toBe(415);
+    expect(feedback.json().error).toBe('Unsupported content type');
   });
 
   it('device types: desktop, mobile, tablet', async () => {

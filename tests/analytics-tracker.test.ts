@@ -22,6 +22,10 @@ describe('GET /script.js', () => {
     const again = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': etag } });
     expect(again.statusCode).toBe(304);
     expect(again.body).toBe('');
+    // A browser stores the 304's headers with the cached script: as JSON, with nosniff, it would never run again.
+    expect(again.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    expect(again.headers.etag).toBe(etag);
+    expect(again.headers['content-length']).toBeUndefined();
     const weak = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': `"other", W/${etag}` } });
     expect(weak.statusCode).toBe(304);
     const stale = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': '"stale"' } });

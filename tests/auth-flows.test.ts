@@ -316,6 +316,8 @@ describe.runIf(auth)("the auth server's own per-IP limits count our clients, not
       const refused = await signup(crowded);
       expect(refused.statusCode).toBe(429);
       expect(refused.json()).toMatchObject({ success: false, error: 'Too many requests. Please try again later.', statusCode: 429 });
+      // The auth server's refusal carries Retry-After as our own budgets' does.
+      expect(refused.headers['retry-after']).toBe(String(refused.json().retryAfter));
       expect((await signup('198.51.100.23')).statusCode).toBe(201);
     } finally {
       await app.close();

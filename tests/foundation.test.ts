@@ -92,6 +92,19 @@ describe('app foundation', () => {
     expect(preflight.headers['access-control-allow-credentials']).toBe('true');
     const simple = await app.inject({ method: 'GET', url: '/health', headers: { origin: FRONTEND } });
     expect(simple.headers['access-control-allow-origin']).toBe(FRONTEND);
+    // A fetched export's file name, and the refusals' timing, are readable by the page.
+    expect(String(simple.headers['access-control-expose-headers']).split(/,\s*/)).toEqual(expect.arrayContaining(['Content-Disposition', 'Retry-After', 'X-Request-Id']));
+  });
+
+  it('a JSON route refuses text/plain with 415, as any other type that is not JSON', async () => {
+    for (const [url, payload] of [
+      ['/api/auth/signin', JSON.stringify({ email: 'a@example.test', password: 'secret1' })],
+      ['/api/feedback', 'hello'],
+    ]) {
+      const response = await app.inject({ method: 'POST', url, payload, headers: { 'content-type': 'text/plain;charset=UTF-8' } });
+      expect(response.statusCode, url).toBe(415);
+      expect(response.json(), url).toEqual({ success: false, error: 'Unsupported content type', statusCode: 415 });
+    }
   });
 
   it('gives any other origin no CORS headers', async () => {

@@ -62,6 +62,18 @@ for (const store of ['memory', 'redis'] as const) {
       expect(other.statusCode).toBe(200);
     });
 
+    it('an IPv6 client is counted per /64: a new address in the same network draws on the same budget', async () => {
+      const network = '2001:db8:4:6';
+      for (let i = 1; i <= 10; i += 1) {
+        const response = await app.inject({ method: 'POST', url: '/t/signin', remoteAddress: `${network}::${i.toString(16)}` });
+        expect(response.statusCode, `address ${i}`).toBe(200);
+      }
+      const refused = await app.inject({ method: 'POST', url: '/t/signin', remoteAddress: `${network}:ffff:ffff:ffff:ffff` });
+      expect(refused.statusCode).toBe(429);
+      expect(refused.headers['retry-after']).toBe(String(refused.json().retryAfter));
+      expect((await app.inject({ method: 'POST', url: '/t/signin', remoteAddress: '2001:db8:4:7::1' })).statusCode).toBe(200);
+    });
+
     it('the budget headers come with the refusal, not with every answer', async () => {
       const ip = '203.0.113.15';
       for (let i = 0; i < 5; i += 1) {

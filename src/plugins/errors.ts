@@ -57,6 +57,8 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   if (statusCode >= 500) request.log.error({ err: error }, 'request failed');
   // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
   else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
+  // Our budgets' 429 and the auth server's alike: clients that back off read the header.
+  if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter);
   return reply.status(statusCode).send({
     success: false,
     error: message,

@@ -70,6 +70,10 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
 export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
     app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app));
+    // Fastify reads text/plain as a string, which a JSON route then refuses as
+    // "expected object": say 415 instead, as for any other type. (fetch sends
+    // text/plain when a front end forgets the header.) Ingestion takes it back.
+    app.removeContentTypeParser('text/plain');
   },
   { name: 'json-body' },
 );

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
+import { clientNetworkOf } from '../lib/client-network.ts';
 import { RateLimitError } from '../lib/errors.ts';
 import { type RateStore, localRateStore, redisRateStore } from '../lib/fallback-rate-store.ts';
 import { redactUrl } from '../lib/redact.ts';
@@ -48,18 +49,18 @@ export interface RateLimitOptions {
 /** Draws one request on a budget: `done()` when allowed, `done(429)` when over it (a callback onRequest hook). */
 export type Limiter = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
-/** One budget: `max` requests per `timeWindow` ms per client address, counted in `store`. */
+/** One budget: `max` requests per `timeWindow` ms per client (an IPv4 address, an IPv6 /64), counted in `store`. */
 function budget(name: RateLimitGroup | 'general', max: number, timeWindow: number, store: RateStore): Limiter {
   return function drawOnBudget(request, reply, done) {
     store.incr(
-      `${name}:${request.ip}`,
+      `${name}:${clientNetworkOf(request.ip)}`,
       (error, count) => {
         if (error || !count) return done(error ?? new Error('rate-limit store gave no count'));
         if (count.current <= max) return done();
         const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
         request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded');
+        // Retry-After comes with every 429, from the error handler.
         reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', 0).header('x-ratelimit-reset', resetSeconds);
-        reply.header('retry-after', resetSeconds);
         done(new RateLimitError(resetSeconds));
       },
       timeWindow,

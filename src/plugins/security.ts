@@ -67,7 +67,8 @@ export default fp<{ config: Config }>(
       credentials: true,
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
       allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'X-API-Key'],
-      exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset'],
+      // Content-Disposition: a front end that fetches an export (it needs the bearer token) reads the file name from it.
+      exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition'],
       maxAge: 600,
     });
   },

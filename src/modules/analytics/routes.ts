@@ -37,8 +37,8 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   // Trackers on other origins send events with navigator.sendBeacon (or a
   // no-cors fetch): a text/plain body is a CORS "simple request", so the
   // event arrives without a preflight and the API keeps its one-origin CORS.
-  // This plugin is encapsulated: only the analytics routes read text/plain as JSON.
-  app.removeContentTypeParser('text/plain');
+  // This plugin is encapsulated: only the analytics routes read text/plain as
+  // JSON (the root refuses it, plugins/json-body.ts).
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });

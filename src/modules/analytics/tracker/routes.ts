@@ -31,21 +31,24 @@ const trackerRoutes: FastifyPluginAsyncZod = async (app) => {
         headers: z.object({ 'if-none-match': z.string().optional() }),
         response: {
           200: z.string().describe('JavaScript'),
-          304: z.null().describe('Not modified: the ETag matched'),
+          304: z.undefined().describe('Not modified: the ETag matched'),
         },
       },
     },
     async function sendTrackerScript(request, reply) {
+      // The type is set for the 304 too: a browser keeps a revalidated entry's
+      // headers from it, and with nosniff a script stored as JSON never runs again.
       reply
+        .type('text/javascript; charset=utf-8')
         .header('etag', script.etag)
         .header('cache-control', `public, max-age=${MAX_AGE_SECONDS}`)
         // Helmet's default (same-origin) would stop other sites' pages from loading it.
         .header('cross-origin-resource-policy', 'cross-origin');
       const match = request.headers['if-none-match'];
       if (match !== undefined && match.split(',').some((tag) => tag.trim().replace(/^W\//, '') === script.etag)) {
-        return reply.status(304).send(null);
+        return reply.status(304).send();
       }
-      return reply.type('text/javascript; charset=utf-8').send(script.text);
+      return reply.send(script.text);
     },
   );
 };

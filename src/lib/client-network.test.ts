@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { clientNetworkOf } from './client-network.ts';
+
+describe('clientNetworkOf', () => {
+  it('keeps an IPv4 address as it is', () => {
+    expect(clientNetworkOf('203.0.113.10')).toBe('203.0.113.10');
+  });
+
+  it('counts every address of one IPv6 /64 as one client, however it is written', () => {
+    const network = '2001:db8:1:2::/64';
+    for (const address of ['2001:db8:1:2::1', '2001:db8:1:2::a', '2001:0db8:0001:0002:ffff:ffff:ffff:ffff', '2001:DB8:1:2:0:0:0:11', '2001:db8:1:2::1%eth0', '2001:db8:1:2::192.0.2.1']) {
+      expect(clientNetworkOf(address), address).toBe(network);
+    }
+    expect(clientNetworkOf('2001:db8:1:3::1')).toBe('2001:db8:1:3::/64');
+    expect(clientNetworkOf('::1')).toBe('0:0:0:0::/64');
+    expect(clientNetworkOf('fe80::1')).toBe('fe80:0:0:0::/64');
+  });
+
+  it('reads an IPv4 client behind an IPv6 socket as that IPv4 client', () => {
+    expect(clientNetworkOf('::ffff:203.0.113.10')).toBe('203.0.113.10');
+    expect(clientNetworkOf('::ffff:cb00:710a')).toBe('203.0.113.10');
+  });
+
+  it('leaves anything that is not an address alone', () => {
+    expect(clientNetworkOf('unknown')).toBe('unknown');
+  });
+});
