@@ -59,6 +59,23 @@ describe('/api/userRoles', () => {
     ]);
   });
 
+  it("concurrent replacements of one user's roles end in one of the sets asked for, never a mix or a 500", async () => {
+    // Each replacement deletes what it does not want and inserts what it does:
+    // interleaved, two of them kept both sets' grants, or deadlocked (500).
+    for (let trial = 0; trial < 12; trial += 1) {
+      const user = await createAuthUser(sql);
+      if (trial % 2 === 1) {
+        await grantRole(sql, user.id, 'editor');
+        await grantRole(sql, user.id, 'viewer');
+      }
+      const asked = [['editor'], ['viewer']];
+      const answers = await Promise.all(asked.map((roles) => setRoles(user.id, roles)));
+      expect(answers.map((answer) => answer.statusCode), `trial ${trial}`).toEqual([200, 200]);
+      const [{ roles }] = await sql`select coalesce(array_agg(role::text order by role), '{}') as roles from public.user_roles where user_id = ${user.id}`;
+      expect(asked, `trial ${trial}: ${roles}`).toContainEqual(roles);
+    }
+  });
+
   it('answers 400 for an unknown role, 404 for an unknown user', async () => {
     const user = await createAuthUser(sql);
     const invalid = await setRoles(user.id, ['admin', 'superuser']);

@@ -41,6 +41,8 @@ export function fromPostgresError(error: unknown): AppError | undefined {
       return forbidden();
     case '57014': // statement_timeout (or a cancelled query): the database is busy, not broken
     case '55P03': // lock_not_available
+    case '40P01': // deadlock_detected: one of two transactions is cancelled; a retry succeeds
+    case '40001': // serialization_failure
     case 'ACQUIRE_TIMEOUT': // no pooled connection in time (plugins/db.ts)
       return serviceUnavailable('Database busy; try again shortly');
     case '57P01': // admin_shutdown: the connection was terminated

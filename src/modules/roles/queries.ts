@@ -23,8 +23,10 @@ export async function replaceUserRoles(
   roles: AppRole[],
   changedBy: string,
 ): Promise<{ granted: AppRole[]; revoked: AppRole[] }> {
-  // The role-change trigger records this label (the setting's name is the migration's).
-  await tx`select set_config('app.actor', ${changedBy}, true)`;
+  // Replacements of one user's roles take turns: interleaved, each one's
+  // delete and insert would leave a mix of both sets, or deadlock. The role-change
+  // trigger records the label (the setting's name is the migration's).
+  await tx`select pg_advisory_xact_lock(hashtext('public.user_roles'), hashtext(${userId})), set_config('app.actor', ${changedBy}, true)`;
   const revoked = await tx<{ role: AppRole }[]>`
     delete from public.user_roles
      where user_id = ${userId} and role::text <> all(${roles}::text[])

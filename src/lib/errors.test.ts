@@ -1,0 +1,10 @@
+import { describe, expect, it } from 'vitest';
+import { fromPostgresError } from './errors.ts';
+
+describe('fromPostgresError', () => {
+  it('answers a deadlock or a serialization failure as a busy database (503), which a retry gets past, not as a 500', () => {
+    for (const code of ['40P01', '40001']) {
+      expect(fromPostgresError({ code }), code).toMatchObject({ statusCode: 503, message: 'Database busy; try again shortly' });
+    }
+  });
+});
