@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
 
@@ -25,6 +26,30 @@ describe('profiles mirror auth.users', () => {
     const [profile] = await sql`select email, last_login from public.profiles where id = ${user.id}`;
     expect(profile.last_login.toISOString()).toBe(signedInAt.toISOString());
     expect(profile.email).toBe('changed-' + user.email);
+  });
+
+  it('an account made elsewhere gets a name of at least 2 characters, whatever its e-mail and metadata', async () => {
+    // Made outside our API (an identity provider, the dashboard): no name, a one-letter name, a one-letter e-mail.
+    const tag = randomUUID().slice(0, 8);
+    const cases: [string | null, Record<string, unknown>, string][] = [
+      ['a@x.io', {}, 'user'],
+      [`jo${tag}@x.io`, { name: ' J ' }, `jo${tag}`],
+      [`k${tag}@x.io`, { full_name: 'Kay Oh' }, 'Kay Oh'],
+      [null, { name: '' }, 'user'],
+    ];
+    for (const [email, metadata, expected] of cases) {
+      const id = randomUUID();
+      await sql.begin(async (tx) => {
+        await tx`set local role supabase_auth_admin`;
+        await tx`
+          insert into auth.users (instance_id, id, aud, role, email, raw_user_meta_data, raw_app_meta_data, created_at, updated_at)
+          values ('00000000-0000-0000-0000-000000000000', ${id}, 'authenticated', 'authenticated', ${email},
+                  ${sql.json(metadata as never)}, ${sql.json({ provider: 'email' })}, now(), now())`;
+      });
+      const [profile] = await sql`select name from public.profiles where id = ${id}`;
+      expect(profile.name, JSON.stringify([email, metadata])).toBe(expected);
+      await sql`delete from auth.users where id = ${id}`;
+    }
   });
 
   it('deleting the auth user deletes the profile and roles', async () => {
