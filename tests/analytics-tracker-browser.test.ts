@@ -39,6 +39,19 @@ function sitePage(api: string, websiteId: string) {
 </body></html>`;
 }
 
+/** A single-page app that, as routers do while hydrating, rewrites its own URL before the load event. */
+function hydratingPage(api: string, websiteId: string) {
+  return `<!doctype html>
+<html><head><title>Hydrating</title>
+<script defer src="${api}/script.js" data-website-id="${websiteId}"></script>
+</head><body>
+<img src="/slow.gif" alt="">
+<script>
+  document.addEventListener('DOMContentLoaded', function () { history.replaceState({ hydrated: true }, '', location.pathname); });
+</script>
+</body></html>`;
+}
+
 interface StoredEvent {
   event_type: string;
   page: string;
@@ -69,8 +82,15 @@ describe('the tracker in Chromium, from another origin', () => {
     site = await createWebsite(app, 'Tracked elsewhere');
     // The second origin: another port on loopback, serving the page for any path (as an SPA host does).
     siteServer = createServer((request, response) => {
-      const websiteId = new URL(request.url ?? '/', 'http://x').searchParams.get('site') ?? site.id;
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(sitePage(api, websiteId));
+      const url = new URL(request.url ?? '/', 'http://x');
+      const websiteId = url.searchParams.get('site') ?? site.id;
+      // An image that holds the load event back, for the hydrating page below.
+      if (url.pathname === '/slow.gif') {
+        setTimeout(() => response.writeHead(200, { 'content-type': 'image/gif' }).end(Buffer.from('R0lGODlhAQABAAAAACw=', 'base64')), 400);
+        return;
+      }
+      const html = url.pathname === '/hydrating' ? hydratingPage(api, websiteId) : sitePage(api, websiteId);
+      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
     });
     await new Promise<void>((resolve) => siteServer.listen(0, '127.0.0.1', resolve));
     siteOrigin = `http://127.0.0.1:${(siteServer.address() as AddressInfo).port}`;
@@ -173,6 +193,21 @@ describe('the tracker in Chromium, from another origin', () => {
       .poll(() => dashboard.locator('#live-websites tr').allTextContents())
       .toContain('Tracked elsewhere1');
     await adminContext.close();
+    await context.close();
+  });
+
+  it('a route rewritten before the load event still gives one page view with its load time', async () => {
+    const hydrating = await createWebsite(app, 'Hydrating');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/hydrating?site=${hydrating.id}`, { waitUntil: 'load' });
+    await expect.poll(async () => (await eventsOf(hydrating.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.waitForTimeout(500);
+    const events = await eventsOf(hydrating.id);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ event_type: 'page_view', page: '/hydrating' });
+    // The image held the load back about 400 ms.
+    expect(events[0].metadata.loadTime).toBeGreaterThanOrEqual(300);
     await context.close();
   });
 

@@ -57,8 +57,13 @@
   }
 
   var lastPage;
+  var loaded = false;
   var referrer = document.referrer;
   function pageView(first) {
+    // Routers rewrite the URL while the page hydrates, before the load event:
+    // the first page view is the one sent on load, with its load time.
+    if (!loaded && !first) return;
+    loaded = true;
     var page = currentPage();
     if (page === lastPage) return;
     lastPage = page;
