@@ -120,6 +120,16 @@ describe('app foundation', () => {
     expect(spec.statusCode).toBe(200);
     expect(spec.json().openapi).toBe('3.1.0');
     expect(Object.keys(spec.json().paths)).toContain('/health');
+    // Every operation documents the error body, for generated clients.
+    const { components, paths } = spec.json();
+    expect(components.schemas.ErrorResponse.required).toEqual(['success', 'error', 'statusCode']);
+    const operations = Object.values(paths as Record<string, Record<string, { responses: Record<string, unknown> }>>).flatMap((path) => Object.values(path));
+    expect(operations.length).toBeGreaterThan(30);
+    for (const operation of operations) {
+      for (const range of ['4XX', '5XX']) {
+        expect(operation.responses[range]).toEqual({ description: expect.any(String), content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } });
+      }
+    }
     const ui = await app.inject({ method: 'GET', url: '/docs/' });
     expect(ui.statusCode).toBe(200);
     expect(ui.headers['content-type']).toContain('text/html');

@@ -6,6 +6,47 @@ import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 
 // The OpenAPI document is generated from the same zod schemas that validate
 // requests, so it cannot drift from what the routes accept.
+
+interface OpenApiDocument {
+  components?: { schemas?: Record<string, unknown> };
+  paths?: Record<string, Record<string, { responses?: Record<string, unknown> }>>;
+}
+
+/** Every failure's body (SPEC section 7, plugins/errors.ts): one schema, for generated clients. */
+const ERROR_RESPONSE = {
+  type: 'object',
+  required: ['success', 'error', 'statusCode'],
+  properties: {
+    success: { const: false },
+    error: { type: 'string', description: 'What went wrong, for people' },
+    statusCode: { type: 'integer' },
+    details: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } }, description: 'On 400 Validation failed: messages per field' },
+    retryAfter: { type: 'integer', description: 'On 429: seconds until the budget resets (also the Retry-After header)' },
+    requestId: { type: 'string', description: 'On 5xx: the id to quote when reporting it' },
+  },
+} as const;
+
+/**
+ * Adds the error body to every operation as its 4XX and 5XX answers. The
+ * routes do not declare them as response schemas: a reply schema would also
+ * serialize the error handler's bodies, and drop any field it did not list.
+ */
+function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
+  const reference = { $ref: '#/components/schemas/ErrorResponse' };
+  const answer = (description: string) => ({ description, content: { 'application/json': { schema: reference } } });
+  const paths = Object.fromEntries(
+    Object.entries(document.paths ?? {}).map(([path, operations]) => [
+      path,
+      Object.fromEntries(
+        Object.entries(operations).map(([method, operation]) => [
+          method,
+          { ...operation, responses: { ...operation.responses, '4XX': answer('Refused: the body says why'), '5XX': answer('Failed or unavailable') } },
+        ]),
+      ),
+    ]),
+  );
+  return { ...document, components: { ...document.components, schemas: { ...document.components?.schemas, ErrorResponse: ERROR_RESPONSE } }, paths };
+}
 export default fp<{ version: string }>(
   async function openApiPlugin(app: FastifyInstance, { version }) {
     await app.register(swagger, {
@@ -20,6 +61,7 @@ export default fp<{ version: string }>(
         },
       },
       transform: jsonSchemaTransform,
+      transformObject: (document) => withErrorResponses(('openapiObject' in document ? document.openapiObject : document.swaggerObject) as OpenApiDocument) as never,
     });
   },
   { name: 'openapi' },
