@@ -1,8 +1,12 @@
 import { buildApp } from './app.ts';
 import { ConfigError, parseConfig } from './config.ts';
+import { shutdownBudget } from './lib/shutdown-budget.ts';
 
 // The process: configuration, listening, and a graceful close on SIGINT or
 // SIGTERM (stop accepting, finish requests in flight, flush, close pools).
+// Requests in flight are bounded by their share of the deadline
+// (lib/shutdown-budget.ts): the server closes only when the last one has
+// ended, and the flush and the pool's close come after that.
 
 /** A configuration problem ends the start with its one line, never a stack trace. */
 function exitOnConfigError(error: unknown): never {
@@ -28,6 +32,19 @@ async function main() {
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
+    const { responsesMs, connectionsMs } = shutdownBudget(config.SHUTDOWN_TIMEOUT_MS);
+    // Downloads and event streams still running are cut; then every connection
+    // still open (a request stuck on a slow query, a slow upload) is closed.
+    const cutReplies = setTimeout(() => app.cutStreamedReplies('the server is shutting down'), responsesMs);
+    const cutConnections = setTimeout(() => {
+      app.log.warn('closing the connections still open at the end of their shutdown budget');
+      app.server.closeAllConnections();
+    }, connectionsMs);
+    // 'close': the last connection has ended; the onClose steps run from here on.
+    app.server.once('close', () => {
+      clearTimeout(cutReplies);
+      clearTimeout(cutConnections);
+    });
     const force = setTimeout(() => {
       app.log.error('shutdown timed out; exiting');
       process.exit(1);

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { shutdownBudget } from '../src/lib/shutdown-budget.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { startServerProcess } from './support/fault-traffic.ts';
@@ -28,6 +29,18 @@ afterAll(async () => {
 });
 
 describe('the shutdown budget', () => {
+  it('its shares follow one another within the deadline', () => {
+    for (const totalMs of [1, 100, 1_000, SHUTDOWN_TIMEOUT_MS, 10_000, 60_000]) {
+      const { responsesMs, drainMs, connectionsMs, flushMs, closeMs } = shutdownBudget(totalMs);
+      // Streamed replies are cut before the drain's end, with time left for it.
+      expect(responsesMs, `${totalMs}`).toBeLessThanOrEqual(drainMs);
+      if (drainMs >= 2) expect(responsesMs, `${totalMs}`).toBeLessThan(drainMs);
+      // Connections are closed after the drain's end, and the steps after it still fit.
+      expect(connectionsMs, `${totalMs}`).toBeGreaterThanOrEqual(drainMs);
+      expect(connectionsMs + flushMs + closeMs, `${totalMs}`).toBeLessThanOrEqual(totalMs);
+    }
+  });
+
   it('a batch stuck on a lock does not eat the whole deadline: logs flushed, exit 0', async () => {
     const server = await startServerProcess(database.url, {
       SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),

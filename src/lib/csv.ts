@@ -66,6 +66,8 @@ export function csvStream(header: string[], fill: (sink: CsvSink) => Promise<voi
 // pool of four. So a download is cut when the client has not taken the last
 // write within `stallMs`, or when it has run past `maxMs` in all; cutting the
 // response ends the stream, the export's loop sees it and its transaction ends.
+// On shutdown a download gets a share of the deadline, not these limits: the
+// process cuts it when that share is spent (plugins/graceful.ts, server.ts).
 
 /** A whole export may take this long: the feedback table exports in seconds, so only a crawling client gets near it. */
 export const DOWNLOAD_MAX_MS = 15 * 60_000;

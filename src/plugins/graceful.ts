@@ -1,19 +1,52 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 
 // While the server closes, answers to requests already in flight carry
 // `Connection: close`, so their keep-alive sockets end with them instead of
 // holding the shutdown open until the keep-alive timeout.
+//
+// A streamed reply (a CSV download, the dashboard's event stream) may run far
+// longer than the shutdown deadline, and the server only closes, and the
+// onClose steps only run, once it has ended. So streamed replies are kept
+// here, and the process (server.ts) cuts those still running when their share
+// of the deadline is spent (lib/shutdown-budget.ts).
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Destroys every streamed reply still being sent: its client sees a cut download, never a complete one. Returns how many. */
+    cutStreamedReplies(reason: string): number;
+  }
+}
+
+const isStream = (payload: unknown) => typeof (payload as { pipe?: unknown } | null)?.pipe === 'function';
+
 export default fp(
   async function gracefulPlugin(app: FastifyInstance) {
     let closing = false;
+    const streamed = new Set<FastifyReply>();
     app.addHook('preClose', async () => {
       closing = true;
     });
     // A callback hook: it runs on every answer, and an async onSend costs a promise each time.
     app.addHook('onSend', function closeWhenClosing(_request, reply, payload, done) {
       if (closing) reply.header('connection', 'close');
+      if (isStream(payload)) {
+        streamed.add(reply);
+        reply.raw.once('close', () => streamed.delete(reply));
+      }
       done(null, payload);
+    });
+    app.decorate('cutStreamedReplies', function cutStreamedReplies(reason: string) {
+      let cut = 0;
+      for (const reply of streamed) {
+        streamed.delete(reply);
+        if (reply.raw.destroyed || reply.raw.writableFinished) continue;
+        reply.log.warn(`streamed reply cut: ${reason}`);
+        // The socket goes with it: a chunked reply ends without its last chunk, so the client sees it cut.
+        reply.raw.destroy();
+        cut += 1;
+      }
+      return cut;
     });
   },
   { name: 'graceful' },

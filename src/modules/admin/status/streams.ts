@@ -6,13 +6,20 @@ import type { PassThrough } from 'node:stream';
 
 export type StopStream = (reason?: string) => void;
 
+const CLOSING = 'the server is shutting down';
+
 export function createStreamRegistry(maxPerAdmin: number) {
-  const streams = new Set<PassThrough>();
+  // Each open stream's stop function: it ends the stream, or destroys it when its client is behind.
+  const streams = new Map<PassThrough, StopStream>();
   // "kind:userId" → the stop function of each of that admin's open streams, oldest first.
   const byAdmin = new Map<string, Set<StopStream>>();
+  let closing = false;
 
   function addStream(admin: string, stream: PassThrough, stop: StopStream) {
-    streams.add(stream);
+    // Its request was still being authorized when endAll() ran: ended as soon
+    // as its handler has sent it (the handler still writes to it after this).
+    if (closing) return void setImmediate(() => stop(CLOSING));
+    streams.set(stream, stop);
     const mine = byAdmin.get(admin) ?? new Set<StopStream>();
     byAdmin.set(admin, mine);
     while (mine.size >= maxPerAdmin) mine.values().next().value?.('too many open streams for this admin');
@@ -25,8 +32,11 @@ export function createStreamRegistry(maxPerAdmin: number) {
     if (byAdmin.get(admin)?.size === 0) byAdmin.delete(admin);
   }
 
+  /** Stops every open stream, and every one opened from now on. */
   function endAll() {
-    for (const stream of streams) stream.end();
+    closing = true;
+    // stop(), not stream.end(): ending waits for the client to take the buffer, and one that is behind may never take it.
+    for (const stop of [...streams.values()]) stop(CLOSING);
   }
 
   return { addStream, removeStream, endAll };
