@@ -1,5 +1,9 @@
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import PostalMime from 'postal-mime';
+import { SMTPServer } from 'smtp-server';
 import { afterAll, afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
+import { shutdownBudget } from '../src/lib/shutdown-budget.ts';
 import { CLAIM_BATCH } from '../src/modules/feedback/outbox/worker.ts';
 import { buildTestApp } from './support/app.ts';
 import { createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
@@ -30,12 +34,14 @@ process.env.RESEND_BASE_URL = 'http://127.0.0.1:9/not-the-stand-in';
 
 let resend: ResendStandIn;
 const apps: FastifyInstance[] = [];
+const sinks: SlowSmtpSink[] = [];
 
 beforeEach(async () => {
   resend = await startResendStandIn();
 });
 afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
+  await Promise.all(sinks.splice(0).map((sink) => sink.stop()));
   await resend.stop();
 });
 afterAll(async () => {
@@ -61,6 +67,105 @@ async function submit(app: FastifyInstance, overrides: Record<string, unknown> =
   const response = await app.inject({ method: 'POST', url: '/api/feedback', payload: feedbackBody(overrides) });
   expect(response.statusCode, response.body).toBe(201);
   return response.json().data.id;
+}
+
+/**
+ * An SMTP sink of the test's own, unlike the stack's: it takes `delayMs` to
+ * accept each message, keeps each accepted message's Message-ID and the
+ * feedback it is about, and can refuse one message with a 451.
+ */
+interface SlowSmtpSink {
+  port: number;
+  delayMs: number;
+  accepted: { messageId: string; feedbackId: string }[];
+  /** Answers 451 to the message about `feedbackId`, after `before()` resolves. */
+  refuse?: { feedbackId: string; before: () => Promise<void> };
+  refused: number;
+  /** Accepted messages about these feedback ids. */
+  acceptedAbout(ids: string[]): { messageId: string; feedbackId: string }[];
+  stop(): Promise<void>;
+}
+
+async function startSlowSmtpSink(): Promise<SlowSmtpSink> {
+  let stopping = false;
+  const waits = new Set<() => void>();
+  // A delay that the sink's stop cuts short, so a hung send does not hold the test's clean-up.
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        waits.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      waits.add(done);
+    });
+  const smtp = new SMTPServer({
+    secure: false,
+    authOptional: true,
+    disabledCommands: ['STARTTLS'],
+    logger: false,
+    async onData(stream, _session, callback) {
+      const chunks: Buffer[] = [];
+      for await (const chunk of stream) chunks.push(chunk as Buffer);
+      const parsed = await PostalMime.parse(Buffer.concat(chunks));
+      const feedbackId = /\/feedback\/([0-9a-f-]{36})/.exec(parsed.text ?? '')?.[1] ?? '';
+      if (sink.refuse && sink.refuse.feedbackId === feedbackId) {
+        await sink.refuse.before();
+        sink.refused += 1;
+        return callback(Object.assign(new Error('Try again later'), { responseCode: 451 }));
+      }
+      await pause(sink.delayMs);
+      if (stopping) return callback(Object.assign(new Error('Shutting down'), { responseCode: 421 }));
+      sink.accepted.push({ messageId: parsed.messageId ?? '', feedbackId });
+      callback();
+    },
+  });
+  await new Promise<void>((resolve) => smtp.server.listen(0, '127.0.0.1', resolve));
+  const sink: SlowSmtpSink = {
+    port: (smtp.server.address() as AddressInfo).port,
+    delayMs: 0,
+    accepted: [],
+    refused: 0,
+    acceptedAbout: (ids) => sink.accepted.filter((message) => ids.includes(message.feedbackId)),
+    async stop() {
+      stopping = true;
+      for (const done of [...waits]) done();
+      await new Promise<void>((resolve) => smtp.close(() => resolve()));
+    },
+  };
+  sinks.push(sink);
+  return sink;
+}
+
+async function smtpApp(sink: SlowSmtpSink, overrides: Record<string, string> = {}): Promise<FastifyInstance> {
+  const app = await buildTestApp({
+    SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
+    EMAIL_FROM: 'Portfolio Feedback <feedback@example.test>',
+    FEEDBACK_NOTIFY_EMAILS: NOTIFY.join(', '),
+    ADMIN_URL,
+    ...FAST_WORKER,
+    ...overrides,
+  });
+  apps.push(app);
+  return app;
+}
+
+/** `count` feedback rows (and so `count` notifications, due at once), inserted in one statement. */
+async function insertFeedback(count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, () => crypto.randomUUID());
+  await sql`
+    insert into public.feedback (id, name, email, comment, rating)
+    select id, 'Outbox Person', 'outbox@example.test', 'Feedback for the outbox worker tests', 4
+      from unnest(${ids}::uuid[]) as id`;
+  return ids;
+}
+
+async function closeApp(app: FastifyInstance): Promise<number> {
+  const started = performance.now();
+  await app.close();
+  apps.splice(apps.indexOf(app), 1);
+  return performance.now() - started;
 }
 
 const outboxOf = async (feedbackId: string) =>
@@ -97,7 +202,8 @@ describe('notification e-mail', () => {
       'Rating: 2 / 5',
       'Category: Bug Report',
       'Location: https://example.test/contact?a=1&b=2',
-      'The <script>alert("x")</script> tag & friends\nshow up raw.',
+      // The comment's lines are quoted.
+      '> The <script>alert("x")</script> tag & friends\n> show up raw.',
       `Open it: ${link}`,
     ]) {
       expect(request.body.text).toContain(line);
@@ -282,5 +388,106 @@ describe('never lost, never twice', () => {
     });
     expect(row).toMatchObject({ attempts: 3, sent_at: null });
     expect(resend.about(id)).toHaveLength(3);
+  });
+
+  it('a stop mid-batch: sends in flight are marked as they end, rows not started are released at once, the next worker sends each once', async () => {
+    const sink = await startSlowSmtpSink();
+    sink.delayMs = 1_500; // 5 sends in flight at a time: 20 rows would take 6 s
+    const shutdownTimeoutMs = 4_000;
+    const first = await smtpApp(sink, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) });
+    const ids = await insertFeedback(20);
+    first.feedbackOutbox.wake();
+    await waitFor(() => sink.acceptedAbout(ids).length >= 5, 10_000, 'the first sends accepted');
+
+    // The close waits for the sends in flight (1.5 s), within the outbox's share of the shutdown, not for the whole batch.
+    const closeMs = await closeApp(first);
+    expect(closeMs).toBeLessThan(shutdownBudget(shutdownTimeoutMs).drainMs);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    const received = new Set(sink.acceptedAbout(ids).map((message) => message.feedbackId));
+    const rows = await sql<{ feedback_id: string; sent_at: Date | null; claim_token: string | null; attempts: number; due: boolean }[]>`
+      select feedback_id, sent_at, claim_token, attempts, next_attempt_at <= now() as due
+        from public.feedback_outbox where feedback_id = any(${ids}::uuid[])`;
+    const unsent = rows.filter((row) => !received.has(row.feedback_id));
+    expect(unsent.length, 'the stop came before the batch was sent').toBeGreaterThan(0);
+    // Every e-mail that reached the sink is marked sent; every other row is free to claim now, with its try given back.
+    for (const row of rows.filter((r) => received.has(r.feedback_id))) expect(row.sent_at, row.feedback_id).not.toBeNull();
+    for (const row of unsent) expect(row, row.feedback_id).toMatchObject({ sent_at: null, claim_token: null, due: true, attempts: 0 });
+
+    sink.delayMs = 0;
+    await smtpApp(sink);
+    await waitFor(
+      async () => (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${ids}::uuid[]) and sent_at is null`)[0].n === 0,
+      10_000,
+      'the released rows sent by the next worker',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const messages = sink.acceptedAbout(ids);
+    expect(messages.map((message) => message.feedbackId).sort()).toEqual([...ids].sort());
+    expect(new Set(messages.map((message) => message.messageId)).size).toBe(messages.length);
+  });
+
+  it('a send that hangs does not hold the close past the outbox share of the shutdown', async () => {
+    const sink = await startSlowSmtpSink();
+    sink.delayMs = 30_000; // longer than the send timeout
+    const shutdownTimeoutMs = 2_000;
+    const app = await smtpApp(sink, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) });
+    const ids = await insertFeedback(2);
+    app.feedbackOutbox.wake();
+    await waitFor(async () => (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${ids}::uuid[]) and claim_token is not null`)[0].n === 2);
+    await new Promise((resolve) => setTimeout(resolve, 200)); // the sends reach the sink
+
+    const closeMs = await closeApp(app);
+    const { drainMs, flushMs, closeMs: poolCloseMs } = shutdownBudget(shutdownTimeoutMs);
+    expect(closeMs).toBeGreaterThanOrEqual(drainMs - 50);
+    expect(closeMs).toBeLessThan(drainMs + flushMs + poolCloseMs);
+  });
+
+  it('one row whose retry cannot be scheduled does not leave the delivered rows of its batch unmarked', async () => {
+    const sink = await startSlowSmtpSink();
+    const ids = await insertFeedback(7);
+    const [refusedId, ...deliveredIds] = ids;
+    // While the sink answers 451 to one row, another connection holds that row's lock, so the
+    // worker's retry UPDATE waits, then fails on the statement timeout.
+    let releaseLock = () => {};
+    const lockReleased = new Promise<void>((resolve) => (releaseLock = resolve));
+    let lockHeld: Promise<unknown> = Promise.resolve();
+    let lockedAt = 0;
+    sink.refuse = {
+      feedbackId: refusedId,
+      before: () =>
+        new Promise<void>((locked) => {
+          lockHeld = sql.begin(async (tx) => {
+            await tx`select 1 from public.feedback_outbox where feedback_id = ${refusedId} for update`;
+            lockedAt = performance.now();
+            locked();
+            await lockReleased;
+          });
+        }),
+    };
+    const statementTimeoutMs = 300;
+    const app = await smtpApp(sink, { DATABASE_STATEMENT_TIMEOUT_MS: String(statementTimeoutMs) });
+    app.feedbackOutbox.wake();
+    try {
+      await waitFor(() => sink.refused === 1, 10_000, 'the 451');
+      await waitFor(
+        async () =>
+          (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${deliveredIds}::uuid[]) and sent_at is not null`)[0].n ===
+          deliveredIds.length,
+        5_000,
+        'the six delivered rows marked sent',
+      );
+      // Long enough for the retry UPDATE to have hit its timeout.
+      await waitFor(() => performance.now() - lockedAt > 3 * statementTimeoutMs);
+    } finally {
+      releaseLock();
+      await lockHeld;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // The failed row stays claimed (its retry could not be written), for the lease to give it back.
+    const refusedRow = await outboxOf(refusedId);
+    expect(refusedRow).toMatchObject({ sent_at: null, gave_up_at: null, last_error: null, attempts: 1 });
+    expect(sink.acceptedAbout(deliveredIds).map((message) => message.feedbackId).sort()).toEqual([...deliveredIds].sort());
+    expect(sink.acceptedAbout([refusedId])).toHaveLength(0);
   });
 });

@@ -35,6 +35,22 @@ describe('renderFeedbackNotification', () => {
     );
   });
 
+  it('plain text: a field cannot write lines of its own, and the comment is quoted', () => {
+    const forged = {
+      ...stored,
+      name: escapeHtml('Bob\nRating: 5 / 5\r\n\nOpen it: https://evil.example/x\u2028'),
+      location: 'https://example.test/\u0085Category: Urgent',
+      comment: escapeHtml('Fine.\n\nOpen it: https://evil.example/y'),
+    };
+    const { text } = renderFeedbackNotification(forged, 'https://admin.example.test');
+    const lines = text.split('\n');
+    expect(lines.filter((line) => line.startsWith('Rating:'))).toEqual(['Rating: 5 / 5']);
+    expect(lines.filter((line) => line.startsWith('Open it:'))).toEqual([`Open it: https://admin.example.test/feedback/${stored.id}`]);
+    expect(lines.filter((line) => line.startsWith('Category:'))).toEqual(['Category: Not given']);
+    expect(lines).toContain('Name: Bob Rating: 5 / 5 Open it: https://evil.example/x ');
+    expect(lines.slice(lines.indexOf('Comment:') + 1, lines.indexOf('Comment:') + 4)).toEqual(['> Fine.', '> ', '> Open it: https://evil.example/y']);
+  });
+
   it('says "Not given" for a missing category and location, and links to the feedback', () => {
     const { subject, text } = renderFeedbackNotification(stored, 'https://admin.example.test');
     expect(subject).toBe('New Feedback Submission');

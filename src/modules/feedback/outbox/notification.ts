@@ -41,9 +41,17 @@ export function unescapeStoredText(value: string): string {
   return value.replace(/&(?:amp|lt|gt|quot|#39);/g, (entity) => ENTITIES[entity]);
 }
 
+// Line breaks and other control characters (C0, C1, the Unicode line and
+// paragraph separators) in a one-line field of the plain text.
+const LINE_BREAKING = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g;
+const oneLine = (value: string) => value.replace(LINE_BREAKING, ' ');
+
 export function renderFeedbackNotification(feedback: NotifiedFeedback, base: string): RenderedMail {
   const link = feedbackLink(base, feedback.id);
-  // Plain text: the submitter's words as typed.
+  // Plain text: the submitter's words as typed, but never lines of the
+  // e-mail's own: a name with line breaks could otherwise write a rating or a
+  // link of its own above the real ones, so one-line fields stay on their
+  // line and the comment's lines are quoted.
   const fields: [string, string][] = [
     ['Name', unescapeStoredText(feedback.name)],
     ['Email', unescapeStoredText(feedback.email)],
@@ -56,10 +64,10 @@ export function renderFeedbackNotification(feedback: NotifiedFeedback, base: str
   const text = [
     'New feedback was submitted.',
     '',
-    ...fields.map(([label, value]) => `${label}: ${value}`),
+    ...fields.map(([label, value]) => `${label}: ${oneLine(value)}`),
     '',
     'Comment:',
-    comment,
+    ...comment.split(/\r\n|[\r\n\u2028\u2029]/).map((line) => `> ${line}`),
     '',
     `Open it: ${link}`,
     '',

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../../config.ts';
+import { shutdownBudget } from '../../../lib/shutdown-budget.ts';
 import { createMailTransport, type MailTransport } from './mail-transport.ts';
 import { countOwedNotificationsElevated } from './queries.ts';
 import { createWorker, FAILING_AFTER_ATTEMPTS } from './worker.ts';
@@ -54,9 +55,15 @@ export default fp<{ config: Config }>(
     const worker = createWorker(app.db.sql, config, transport, log);
     app.decorate('feedbackOutbox', { provider, transport: transport.name, wake: worker.wake, backlog });
     app.addHook('onReady', async () => worker.start());
-    // Before onClose, where the database pool closes: the pass in flight ends first.
+    // The sends in flight get the drain's share of the shutdown (lib/shutdown-budget.ts), beside
+    // the analytics batcher's drain rather than before it: the stop begins at preClose, and is
+    // awaited in onClose, which runs before the database pool closes.
+    let stopping: Promise<void> = Promise.resolve();
     app.addHook('preClose', async () => {
-      await worker.stop();
+      stopping = worker.stop(shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).drainMs);
+    });
+    app.addHook('onClose', async () => {
+      await stopping;
       transport.close();
     });
   },

@@ -72,6 +72,20 @@ export async function markNotificationsSentElevated(sql: ElevatedSql, sent: { cl
   return new Set(rows.map((row) => row.id));
 }
 
+/**
+ * Gives back claims whose send never started: due at once, for this or
+ * another instance, and the try the claim counted is taken back.
+ */
+export async function releaseNotificationClaimsElevated(sql: ElevatedSql, claims: ClaimedNotification[]): Promise<void> {
+  if (claims.length === 0) return;
+  await sql`
+    update public.feedback_outbox o
+       set claim_token = null, next_attempt_at = now(), attempts = o.attempts - 1
+      from (select unnest(${claims.map((claim) => claim.id)}::uuid[]) as id,
+                   unnest(${claims.map((claim) => claim.claimToken)}::uuid[]) as claim_token) c
+     where o.id = c.id and o.claim_token = c.claim_token and o.sent_at is null`;
+}
+
 export async function scheduleNotificationRetryElevated(sql: ElevatedSql, claim: ClaimedNotification, delayMs: number, error: string): Promise<void> {
   await sql`
     update public.feedback_outbox

@@ -10,16 +10,18 @@ import {
   type ClaimedNotification,
   claimDueNotificationsElevated,
   giveUpNotificationElevated,
-  markNotificationsSentElevated,
+  releaseNotificationClaimsElevated,
   scheduleNotificationRetryElevated,
 } from './queries.ts';
+import { createSentMarks, type SentMarks } from './sent-marks.ts';
 
 // The worker that empties the feedback outbox (docs/feedback.md; plugin.ts
 // starts it when the app is ready and stops it before it closes). It claims
-// a batch of due rows in one statement, sends them a few at a time over the
-// transport's pooled connections, and marks the sent ones in one statement;
-// a failure is retried with exponential backoff until
-// FEEDBACK_OUTBOX_MAX_ATTEMPTS, then the row is kept as given up.
+// a batch of due rows in one statement and sends them a few at a time over
+// the transport's pooled connections. Each row is written as its own send
+// ends: marked sent (in small groups, sent-marks.ts), retried with
+// exponential backoff, or given up after FEEDBACK_OUTBOX_MAX_ATTEMPTS; no
+// row's outcome waits on another's.
 
 /** Rows claimed at once. */
 export const CLAIM_BATCH = 50;
@@ -35,6 +37,8 @@ export function idempotencyKeyFor(outboxId: string, content: unknown): string {
   return `feedback-notification-${outboxId}-${digest}`;
 }
 
+const errorText = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
 export function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport, log: FastifyBaseLogger) {
   const base = adminUrl(config);
   const backoff = { baseMs: config.FEEDBACK_OUTBOX_RETRY_BASE_MS, maxMs: config.FEEDBACK_OUTBOX_RETRY_MAX_MS };
@@ -42,54 +46,76 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
   let running: Promise<void> | undefined;
   let wakeRequested = false;
   let stopped = false;
+  /** Set while a batch is sending: stop() calls it to hand back the batch's rows not started. */
+  let interruptBatch: (() => void) | undefined;
 
-  /** Sends one claimed notification; a failure is scheduled for retry or given up here. */
-  async function deliver(claim: ClaimedNotification, recipients: () => Promise<string[]>): Promise<string | undefined | null> {
-    try {
-      if (!claim.feedback) throw new DeliveryError('feedback row not found', true);
-      const to = await recipients();
-      if (to.length === 0) throw new DeliveryError('no recipients: FEEDBACK_NOTIFY_EMAILS is empty and no user has the admin role', false);
-      const mail = { from: config.EMAIL_FROM, to, ...renderFeedbackNotification(claim.feedback, base) };
-      const { providerMessageId } = await transport.send(mail, idempotencyKeyFor(claim.id, mail));
-      return providerMessageId;
-    } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
-      const permanent = error instanceof DeliveryError && error.permanent;
-      const context = { outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts, error: message };
-      if (permanent || claim.attempts >= config.FEEDBACK_OUTBOX_MAX_ATTEMPTS) {
-        log.error(context, 'feedback notification given up');
-        await giveUpNotificationElevated(sql, claim, message);
-      } else {
-        const delayMs = retryDelayMs(claim.attempts, backoff);
-        log.warn({ ...context, retryInMs: delayMs }, 'feedback notification failed; will retry');
-        await scheduleNotificationRetryElevated(sql, claim, delayMs, message);
-      }
-      return null;
+  const contextOf = (claim: ClaimedNotification) => ({ outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts });
+
+  async function send(claim: ClaimedNotification, recipients: () => Promise<string[]>): Promise<string | undefined> {
+    if (!claim.feedback) throw new DeliveryError('feedback row not found', true);
+    const to = await recipients();
+    if (to.length === 0) throw new DeliveryError('no recipients: FEEDBACK_NOTIFY_EMAILS is empty and no user has the admin role', false);
+    const mail = { from: config.EMAIL_FROM, to, ...renderFeedbackNotification(claim.feedback, base) };
+    return (await transport.send(mail, idempotencyKeyFor(claim.id, mail))).providerMessageId;
+  }
+
+  async function recordFailure(claim: ClaimedNotification, error: unknown): Promise<void> {
+    const context = { ...contextOf(claim), error: errorText(error) };
+    if ((error instanceof DeliveryError && error.permanent) || claim.attempts >= config.FEEDBACK_OUTBOX_MAX_ATTEMPTS) {
+      log.error(context, 'feedback notification given up');
+      await giveUpNotificationElevated(sql, claim, context.error);
+    } else {
+      const delayMs = retryDelayMs(claim.attempts, backoff);
+      log.warn({ ...context, retryInMs: delayMs }, 'feedback notification failed; will retry');
+      await scheduleNotificationRetryElevated(sql, claim, delayMs, context.error);
     }
   }
 
-  /** Sends a claimed batch, `transport.concurrency` at a time, then marks the sent ones at once. */
+  /**
+   * Sends one claimed notification and writes how it ended. Never throws: a
+   * row whose outcome cannot be written keeps its claim until the lease runs
+   * out, and only that row is tried again.
+   */
+  async function deliver(claim: ClaimedNotification, recipients: () => Promise<string[]>, sentMarks: SentMarks): Promise<void> {
+    let providerMessageId: string | undefined;
+    try {
+      providerMessageId = await send(claim, recipients);
+    } catch (error) {
+      await recordFailure(claim, error).catch((writeError) =>
+        log.error({ ...contextOf(claim), err: writeError }, 'feedback notification failure not recorded; retried when its claim runs out'),
+      );
+      return;
+    }
+    // Between the provider's acceptance and this mark, a crash sends it again (same key, same Message-ID).
+    sentMarks.add({ claim, providerMessageId });
+  }
+
+  /** Sends a claimed batch, `transport.concurrency` at a time; on stop, rows not started go back at once. */
   async function deliverBatch(claims: ClaimedNotification[]): Promise<void> {
     // Recipients are looked up once per batch, and only if some row needs them.
     let recipients: Promise<string[]> | undefined;
     const lookUpRecipients = () =>
       (recipients ??= config.FEEDBACK_NOTIFY_EMAILS.length > 0 ? Promise.resolve(config.FEEDBACK_NOTIFY_EMAILS) : adminRecipientEmailsElevated(sql));
-    const sent: { claim: ClaimedNotification; providerMessageId?: string }[] = [];
-    let next = 0;
+    const sentMarks = createSentMarks(sql, log, transport.name);
+    const notStarted = [...claims];
     const sender = async () => {
-      while (next < claims.length) {
-        const claim = claims[next++];
-        const providerMessageId = await deliver(claim, lookUpRecipients);
-        if (providerMessageId !== null) sent.push({ claim, providerMessageId });
+      while (!stopped) {
+        const claim = notStarted.shift();
+        if (!claim) return;
+        await deliver(claim, lookUpRecipients, sentMarks);
       }
     };
-    await Promise.all(Array.from({ length: Math.min(transport.concurrency, claims.length) }, sender));
-    const marked = await markNotificationsSentElevated(sql, sent);
-    for (const { claim } of sent) {
-      const context = { outboxId: claim.id, feedbackId: claim.feedbackId, attempts: claim.attempts, transport: transport.name };
-      if (marked.has(claim.id)) log.info(context, 'feedback notification sent');
-      else log.warn(context, 'feedback notification sent after its claim ran out');
-    }
+    const senders = Promise.all(Array.from({ length: Math.min(transport.concurrency, claims.length) }, sender));
+    // On stop, released without waiting for the sends in flight, which may outlast the shutdown's share.
+    const interrupted = new Promise<void>((resolve) => (interruptBatch = resolve));
+    await Promise.race([senders, interrupted]);
+    interruptBatch = undefined;
+    const released = notStarted.splice(0);
+    await releaseNotificationClaimsElevated(sql, released).catch((error) =>
+      log.error({ err: error, outboxIds: released.map((claim) => claim.id) }, 'feedback notification claims not released; they return when the lease runs out'),
+    );
+    await senders;
+    await sentMarks.settled();
   }
 
   /** Sends due rows, batch after batch, until none is due or the worker stops. */
@@ -124,10 +150,21 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
       if (running) wakeRequested = true;
       else schedule(0);
     },
-    async stop() {
+    /**
+     * Starts no new send, gives back the rows not started, and waits up to
+     * `timeoutMs` for the sends in flight to end and be marked. One still in
+     * flight then keeps its claim until the lease runs out.
+     */
+    async stop(timeoutMs: number): Promise<void> {
       stopped = true;
       clearTimeout(timer);
-      await running;
+      interruptBatch?.();
+      if (!running) return;
+      let deadline: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timed out'>((resolve) => (deadline = setTimeout(resolve, timeoutMs, 'timed out')));
+      const ended = await Promise.race([running.then(() => 'ended' as const), timedOut]);
+      clearTimeout(deadline);
+      if (ended === 'timed out') log.warn({ timeoutMs }, 'feedback outbox: sends still in flight at shutdown; their rows wait for the lease');
     },
   };
 }
