@@ -57,6 +57,15 @@ describe('/api/auth errors (SPEC section 7)', () => {
     expect(longest.statusCode).toBe(503);
   });
 
+  it('auth and users answers are never stored by a cache (they carry tokens and accounts)', async () => {
+    for (const [method, url] of [['POST', '/api/auth/signin'], ['POST', '/api/auth/refresh'], ['GET', '/api/auth/me'], ['GET', '/api/users/me'], ['GET', '/api/admin/users']] as const) {
+      const response = await app.inject({ method, url, ...(method === 'POST' ? { payload: {} } : {}) });
+      expect(response.headers['cache-control'], url).toBe('no-store');
+    }
+    // Other data keeps its own rules (the tracker is cached for an hour).
+    expect((await app.inject({ method: 'GET', url: '/script.js' })).headers['cache-control']).toBe('public, max-age=3600');
+  });
+
   it('signup: missing fields are named', async () => {
     const response = await post(app, '/signup', {});
     expect(response.statusCode).toBe(400);

@@ -32,6 +32,16 @@ export function dataHeaders(production: boolean): Record<string, string> {
 }
 
 /**
+ * For a scope whose answers carry tokens or a person's account (the auth and
+ * users routes): nothing on the way may keep them (RFC 6749 asks it of token
+ * answers), nor the browser's back button show them after sign-out.
+ */
+export const noStore: onRequestHookHandler = function noStore(_request, reply, done) {
+  reply.header('cache-control', 'no-store');
+  done();
+};
+
+/**
  * Registered inside the scope that holds the HTML pages (app.ts): helmet's
  * full policy there, in place of the data set. An answer refused before the
  * page's own hooks run (a 429 from the rate limiter) is a JSON error, and

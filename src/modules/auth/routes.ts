@@ -4,6 +4,7 @@ import { AppError, badRequest, unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PasswordSchema } from '../../lib/schemas.ts';
 import { bearerToken } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
+import { noStore } from '../../plugins/security.ts';
 import {
   LinkBodySchema,
   MeResponseSchema,
@@ -28,6 +29,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     forgetSession: app.forgetSession,
   });
   const tags = ['auth'];
+  app.addHook('onRequest', noStore);
 
   app.post(
     '/signup',

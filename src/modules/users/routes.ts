@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { callerOf, requireCaller } from '../../plugins/auth.ts';
+import { noStore } from '../../plugins/security.ts';
 import {
   CreateUserBodySchema,
   ListUsersQuerySchema,
@@ -15,6 +16,7 @@ import { createUsersService } from './service.ts';
 // Guards answer 401 and 403 early; the service and RLS decide self vs admin.
 // The admins' list of every user (/api/admin/users) is here too: adminUsersRoutes.
 const usersRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.addHook('onRequest', noStore);
   const users = createUsersService({ db: app.db, supabase: app.supabase });
   const security = [{ bearer: [] }];
   const tags = ['users'];
@@ -89,6 +91,7 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
 
 /** /api/admin/users: every profile with its roles, for the admins' user list. */
 export const adminUsersRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.addHook('onRequest', noStore);
   const users = createUsersService({ db: app.db, supabase: app.supabase });
 
   app.get(
