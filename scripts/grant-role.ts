@@ -16,7 +16,7 @@ const settings = scriptSettings(['DATABASE_OWNER_URL', 'DATABASE_URL']);
 const url = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
 const sql = postgres(url, { max: 1, onnotice: () => {} });
 try {
-  const [profile] = await sql`select id from public.profiles where lower(email) = lower(${email})`;
+  const [profile] = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email})`;
   if (!profile) {
     console.error(`No user with e-mail ${email} in ${new URL(url).pathname.slice(1)}.`);
     process.exitCode = 1;
@@ -24,6 +24,10 @@ try {
     await sql`insert into public.user_roles (user_id, role) values (${profile.id}, ${role}::public.app_role) on conflict do nothing`;
     const roles = await sql`select role from public.user_roles where user_id = ${profile.id} order by role`;
     console.log(`${email} (${profile.id}) now has: ${roles.map((row) => row.role).join(', ')}`);
+    // Anyone may sign up with any address (confirmation is off in the local
+    // stack's Supabase Auth): the operator checks this is the account they made.
+    const when = (value: Date | null) => (value ? value.toISOString() : 'never');
+    console.log(`The account was made ${when(profile.created_at)} and last signed in ${when(profile.last_login)}; if you did not make it then, revoke the role.`);
   }
 } finally {
   await sql.end();
