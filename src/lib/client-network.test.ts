@@ -21,6 +21,11 @@ describe('clientNetworkOf', () => {
     expect(clientNetworkOf('::ffff:cb00:710a')).toBe('203.0.113.10');
   });
 
+  it('answers the same past the bound of remembered addresses', () => {
+    for (let i = 0; i < 25_000; i += 1) expect(clientNetworkOf(`2001:db8:${(i % 7).toString(16)}:${i.toString(16)}::${i.toString(16)}`)).toBe(`2001:db8:${(i % 7).toString(16)}:${i.toString(16)}::/64`);
+    expect(clientNetworkOf('2001:db8:1:2::1')).toBe('2001:db8:1:2::/64');
+  });
+
   it('leaves anything that is not an address alone', () => {
     expect(clientNetworkOf('unknown')).toBe('unknown');
   });

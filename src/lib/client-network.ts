@@ -23,9 +23,25 @@ function ipv6Groups(address: string): number[] {
   return [...first, ...new Array<number>(8 - first.length - last.length).fill(0), ...last];
 }
 
+// Reading an IPv6 address costs about a microsecond, a visible share of a
+// request; a client sends many, so the answers are kept (up to a bound, then
+// forgotten all at once: addresses that never come back cannot grow it).
+const MAX_REMEMBERED = 10_000;
+const remembered = new Map<string, string>();
+
 /** The rate-limit subject of a client address: the address for IPv4, its /64 for IPv6. */
 export function clientNetworkOf(ip: string): string {
-  if (isIPv4(ip) || !isIPv6(ip)) return ip;
+  if (isIPv4(ip)) return ip;
+  let network = remembered.get(ip);
+  if (network === undefined) {
+    network = isIPv6(ip) ? ipv6NetworkOf(ip) : ip;
+    if (remembered.size >= MAX_REMEMBERED) remembered.clear();
+    remembered.set(ip, network);
+  }
+  return network;
+}
+
+function ipv6NetworkOf(ip: string): string {
   const groups = ipv6Groups(ip);
   // An IPv4 client seen through an IPv6 socket (::ffff:a.b.c.d) is that IPv4 client.
   if (groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff) {
