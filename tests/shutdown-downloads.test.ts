@@ -132,7 +132,7 @@ describe('the dashboard stream on close', () => {
       const { stream, response } = await waitFor(() => opened[0], 5_000, 'the stream');
       await waitFor(() => response.writableNeedDrain && stream.writableNeedDrain, 5_000, 'the client to fall behind');
       closed = app.close();
-      expect(await within(closed.then(() => 'closed'), 1_000)).toBe('closed');
+      expect(await within(closed.then(() => 'closed'), 3_000)).toBe('closed');
       expect(stream.destroyed).toBe(true);
     } finally {
       client.destroy();
@@ -167,7 +167,7 @@ describe('the dashboard stream on close', () => {
       client.write(`GET /late-status/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${authorization}\r\n\r\n`);
       await hasArrived;
       closed = app.close();
-      expect(await within(closed.then(() => 'closed'), 2_000)).toBe('closed');
+      expect(await within(closed.then(() => 'closed'), 4_000)).toBe('closed');
       const text = (await received).toString();
       expect(text).toMatch(/^HTTP\/1\.1 200 /);
       // Ended by the server (the end event, then the last chunk), not cut.

@@ -2,7 +2,7 @@ import { createClient, isAuthRetryableFetchError, type SupabaseClient } from '@s
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
-import { type AppError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
+import { type AppError, badRequest, serviceUnavailable, validationFailed } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's
@@ -37,14 +37,24 @@ export function isAuthServerDown(error: unknown): boolean {
 export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
 
 /**
- * The auth server's refusal of a field (400 or 422, `validation_failed`,
- * `email_address_invalid`) as our validation error, with the field it names.
+ * The auth server's refusal of what the client sent (400 or 422), by its
+ * error code, never its text: an invalid address is our validation error on
+ * `email`, a password it finds too weak one on `password`; any other refusal
+ * keeps the auth server's message (an address its settings do not allow, a
+ * provider switched off), which says more than we could.
  */
-export function authValidationError(error: unknown): AppError {
-  const { code, message = '' } = (error ?? {}) as { code?: string; message?: string };
-  if (code === 'email_address_invalid' || /email/i.test(message)) return validationFailed({ email: ['Invalid email format'] });
-  if (/password/i.test(message)) return validationFailed({ password: [message] });
-  return validationFailed({ request: [message || 'Refused by the authentication service'] });
+export function authRefusal(error: unknown): AppError {
+  const { code, message = 'Refused by the authentication service' } = (error ?? {}) as { code?: string; message?: string };
+  switch (code) {
+    case 'email_address_invalid':
+    case 'validation_failed':
+      // validation_failed names no field; the only field whose rule could differ from ours is the address (EmailSchema).
+      return validationFailed({ email: ['Invalid email format'] });
+    case 'weak_password':
+      return validationFailed({ password: [message] });
+    default:
+      return badRequest(message);
+  }
 }
 
 /** fetch for auth calls, with a deadline on each call so a hung auth server cannot hold a request. */

@@ -1,7 +1,7 @@
 import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { authUnavailable, authValidationError, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
 import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
@@ -44,10 +44,10 @@ export function createAuthService(deps: AuthServiceDeps) {
         fail(error, new AppError(500, 'Failed to register user'), {
           user_already_exists: duplicate,
           email_exists: duplicate,
-          weak_password: badRequest('Validation failed', { password: [error?.message ?? 'Password is too weak'] }),
           // Our checks mirror the auth server's (EmailSchema, PasswordSchema); should they ever differ, its refusal is still the client's error.
-          email_address_invalid: authValidationError(error),
-          validation_failed: authValidationError(error),
+          weak_password: authRefusal(error),
+          email_address_invalid: authRefusal(error),
+          validation_failed: authRefusal(error),
         });
       }
       // With e-mail confirmation on, the auth server answers a known address

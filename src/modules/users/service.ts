@@ -1,8 +1,8 @@
 import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
-import { AppError, badRequest, conflict, forbidden, notFound, validationFailed } from '../../lib/errors.ts';
+import { AppError, conflict, forbidden, notFound, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
-import { authUnavailable, authValidationError, isAuthServerDown, type SupabaseAuth } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthServerDown, type SupabaseAuth } from '../../plugins/supabase.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from './permissions.ts';
 import { getUserByEmail, getUserById, listUsers, updateUserName } from './queries.ts';
 import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './schemas.ts';
@@ -23,7 +23,7 @@ function authAdminError(error: unknown): AppError {
   if (isAuthApiError(error)) {
     if (error.code === 'email_exists' || error.code === 'user_already_exists' || error.status === 409) return conflict(DUPLICATE_EMAIL);
     if (error.code === 'user_not_found') return userNotFound();
-    if (error.status === 400 || error.status === 422) return authValidationError(error);
+    if (error.status === 400 || error.status === 422) return authRefusal(error);
   }
   return error instanceof AppError ? error : new AppError(500, 'Internal server error');
 }
