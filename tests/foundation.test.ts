@@ -105,6 +105,9 @@ describe('app foundation', () => {
       expect(response.statusCode, url).toBe(415);
       expect(response.json(), url).toEqual({ success: false, error: 'Unsupported content type', statusCode: 415 });
     }
+    // An empty text/plain body is no body (`fetch(url, {method: 'POST', body: ''})`).
+    const signout = await app.inject({ method: 'POST', url: '/api/auth/signout', payload: '', headers: { 'content-type': 'text/plain;charset=UTF-8', authorization: 'Bearer garbage' } });
+    expect(signout.json()).toEqual({ success: false, error: 'No active session', statusCode: 401 });
   });
 
   it('gives any other origin no CORS headers', async () => {

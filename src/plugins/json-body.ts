@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { validationFailed } from '../lib/errors.ts';
+import { AppError, validationFailed } from '../lib/errors.ts';
 
 // JSON bodies are parsed by Fastify's own parser (which refuses __proto__ and
 // constructor poisoning), an empty one counting as no body, then refused when
@@ -71,9 +71,15 @@ export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
     app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app));
     // Fastify reads text/plain as a string, which a JSON route then refuses as
-    // "expected object": say 415 instead, as for any other type. (fetch sends
-    // text/plain when a front end forgets the header.) Ingestion takes it back.
+    // "expected object": text in it is 415 instead, as for any other type
+    // (fetch sends text/plain when a front end forgets the header). An empty
+    // body is no body, whatever its type (`fetch(url, {method: 'POST', body: ''})`
+    // to sign out). Ingestion reads text/plain as JSON (analytics/routes.ts).
     app.removeContentTypeParser('text/plain');
+    app.addContentTypeParser('text/plain', { parseAs: 'string' }, function refuseText(_request, body, done) {
+      const text = typeof body === 'string' ? body : body.toString('utf8');
+      done(BLANK.test(text) ? null : new AppError(415, 'Unsupported content type'), undefined);
+    });
   },
   { name: 'json-body' },
 );

@@ -26,6 +26,8 @@ const ERROR_RESPONSE = {
   },
 } as const;
 
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
+
 /**
  * Adds the error body to every operation as its 4XX and 5XX answers. The
  * routes do not declare them as response schemas: a reply schema would also
@@ -38,9 +40,10 @@ function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
     Object.entries(document.paths ?? {}).map(([path, operations]) => [
       path,
       Object.fromEntries(
-        Object.entries(operations).map(([method, operation]) => [
-          method,
-          { ...operation, responses: { ...operation.responses, '4XX': answer('Refused: the body says why'), '5XX': answer('Failed or unavailable') } },
+        // A path item also holds `parameters`, `summary` and the like: only its operations get answers.
+        Object.entries(operations).map(([key, value]) => [
+          key,
+          HTTP_METHODS.has(key) ? { ...value, responses: { ...value.responses, '4XX': answer('Refused: the body says why'), '5XX': answer('Failed or unavailable') } } : value,
         ]),
       ),
     ]),

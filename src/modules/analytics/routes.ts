@@ -39,6 +39,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   // event arrives without a preflight and the API keeps its one-origin CORS.
   // This plugin is encapsulated: only the analytics routes read text/plain as
   // JSON (the root refuses it, plugins/json-body.ts).
+  app.removeContentTypeParser('text/plain');
   app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });
