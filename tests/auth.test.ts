@@ -57,8 +57,17 @@ describe('/api/auth errors (SPEC section 7)', () => {
     expect(longest.statusCode).toBe(503);
   });
 
-  it('auth and users answers are never stored by a cache (they carry tokens and accounts)', async () => {
-    for (const [method, url] of [['POST', '/api/auth/signin'], ['POST', '/api/auth/refresh'], ['GET', '/api/auth/me'], ['GET', '/api/users/me'], ['GET', '/api/admin/users']] as const) {
+  it('answers with tokens, accounts, roles or feedback are never stored by a cache', async () => {
+    for (const [method, url] of [
+      ['POST', '/api/auth/signin'],
+      ['POST', '/api/auth/refresh'],
+      ['GET', '/api/auth/me'],
+      ['GET', '/api/users/me'],
+      ['GET', '/api/admin/users'],
+      ['GET', '/api/admin/health'],
+      ['GET', `/api/userRoles/${crypto.randomUUID()}`],
+      ['GET', '/api/feedback/get-feedback'],
+    ] as const) {
       const response = await app.inject({ method, url, ...(method === 'POST' ? { payload: {} } : {}) });
       expect(response.headers['cache-control'], url).toBe('no-store');
     }

@@ -2,11 +2,13 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { createHealthService } from './health.ts';
 import { HealthFailureSchema, HealthResponseSchema, MetricsResponseSchema } from './schemas.ts';
+import { noStore } from '../../plugins/security.ts';
 
 // /api/admin: admin role or the legacy admin token on every route. Stored
 // logs (/api/admin/logs) and the user list (/api/admin/users) belong to the
 // logs and users modules; app.ts mounts them under this prefix.
 const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = async (app, { config, version }) => {
+  app.addHook('onRequest', noStore);
   app.addHook('onRequest', app.requireRole('admin'));
   const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox });
   const security = [{ bearer: [] }];

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { callerOf } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
+import { noStore } from '../../plugins/security.ts';
 import { createCaptchaVerifier } from './captcha.ts';
 import {
   FeedbackIdParamsSchema,
@@ -25,6 +26,7 @@ import { csvStream, sendCsv } from '../../lib/csv.ts';
 export const SUBMIT_BODY_LIMIT = MAX_SCREENSHOT_CHARS + 256 * 1024;
 
 const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+  app.addHook('onRequest', noStore);
   const feedback = createFeedbackService({
     db: app.db,
     captcha: createCaptchaVerifier(config),

@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { callerOf, requireCaller } from '../../plugins/auth.ts';
+import { noStore } from '../../plugins/security.ts';
 import { SetUserRolesBodySchema, UserRolesParamsSchema, UserRolesResponseSchema } from './schemas.ts';
 import { createRolesService } from './service.ts';
 
 // /api/userRoles: read a user's roles (self or admin), replace them (admin).
 const rolesRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.addHook('onRequest', noStore);
   const roles = createRolesService({ db: app.db });
   const security = [{ bearer: [] }];
   const tags = ['user roles'];
