@@ -40,7 +40,7 @@ describe('renderFeedbackNotification', () => {
       ...stored,
       name: escapeHtml('Bob\nRating: 5 / 5\r\n\nOpen it: https://evil.example/x\u2028'),
       location: 'https://example.test/\u0085Category: Urgent',
-      comment: escapeHtml('Fine.\n\nOpen it: https://evil.example/y'),
+      comment: escapeHtml('Fine.\n\nOpen it: https://evil.example/y\u0085Open it: https://evil.example/z'),
     };
     const { text } = renderFeedbackNotification(forged, 'https://admin.example.test');
     const lines = text.split('\n');
@@ -48,7 +48,7 @@ describe('renderFeedbackNotification', () => {
     expect(lines.filter((line) => line.startsWith('Open it:'))).toEqual([`Open it: https://admin.example.test/feedback/${stored.id}`]);
     expect(lines.filter((line) => line.startsWith('Category:'))).toEqual(['Category: Not given']);
     expect(lines).toContain('Name: Bob Rating: 5 / 5 Open it: https://evil.example/x ');
-    expect(lines.slice(lines.indexOf('Comment:') + 1, lines.indexOf('Comment:') + 4)).toEqual(['> Fine.', '> ', '> Open it: https://evil.example/y']);
+    expect(lines.slice(lines.indexOf('Comment:') + 1, lines.indexOf('Comment:') + 5)).toEqual(['> Fine.', '> ', '> Open it: https://evil.example/y', '> Open it: https://evil.example/z']);
   });
 
   it('says "Not given" for a missing category and location, and links to the feedback', () => {

@@ -42,9 +42,12 @@ export function unescapeStoredText(value: string): string {
 }
 
 // Line breaks and other control characters (C0, C1, the Unicode line and
-// paragraph separators) in a one-line field of the plain text.
+// paragraph separators) in a one-line field of the plain text; in the
+// comment, whatever a mail client may break a line on starts a quoted line.
 const LINE_BREAKING = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g;
 const oneLine = (value: string) => value.replace(LINE_BREAKING, ' ');
+const LINE_BREAK = /\r\n|[\n\v\f\r\u001c-\u001e\u0085\u2028\u2029]/;
+const quoted = (text: string) => text.split(LINE_BREAK).map((line) => `> ${line.replace(/[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/g, ' ')}`);
 
 export function renderFeedbackNotification(feedback: NotifiedFeedback, base: string): RenderedMail {
   const link = feedbackLink(base, feedback.id);
@@ -67,7 +70,7 @@ export function renderFeedbackNotification(feedback: NotifiedFeedback, base: str
     ...fields.map(([label, value]) => `${label}: ${oneLine(value)}`),
     '',
     'Comment:',
-    ...comment.split(/\r\n|[\r\n\u2028\u2029]/).map((line) => `> ${line}`),
+    ...quoted(comment),
     '',
     `Open it: ${link}`,
     '',
