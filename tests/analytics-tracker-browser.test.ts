@@ -40,12 +40,12 @@ function sitePage(api: string, websiteId: string) {
 }
 
 /** A single-page app that, as routers do while hydrating, rewrites its own URL before the load event. */
-function hydratingPage(api: string, websiteId: string) {
+function hydratingPage(api: string, websiteId: string, image: string) {
   return `<!doctype html>
 <html><head><title>Hydrating</title>
 <script defer src="${api}/script.js" data-website-id="${websiteId}"></script>
 </head><body>
-<img src="/slow.gif" alt="">
+<img src="${image}" alt="">
 <script>
   document.addEventListener('DOMContentLoaded', function () { history.replaceState({ hydrated: true }, '', location.pathname); });
 </script>
@@ -85,11 +85,13 @@ describe('the tracker in Chromium, from another origin', () => {
       const url = new URL(request.url ?? '/', 'http://x');
       const websiteId = url.searchParams.get('site') ?? site.id;
       // An image that holds the load event back, for the hydrating page below.
+      // An image that never comes: the page's load event never fires.
+      if (url.pathname === '/never.gif') return;
       if (url.pathname === '/slow.gif') {
         setTimeout(() => response.writeHead(200, { 'content-type': 'image/gif' }).end(Buffer.from('R0lGODlhAQABAAAAACw=', 'base64')), 400);
         return;
       }
-      const html = url.pathname === '/hydrating' ? hydratingPage(api, websiteId) : sitePage(api, websiteId);
+      const html = url.pathname === '/hydrating' || url.pathname === '/stalled' ? hydratingPage(api, websiteId, url.pathname === '/stalled' ? '/never.gif' : '/slow.gif') : sitePage(api, websiteId);
       response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(html);
     });
     await new Promise<void>((resolve) => siteServer.listen(0, '127.0.0.1', resolve));
@@ -98,6 +100,7 @@ describe('the tracker in Chromium, from another origin', () => {
   });
   afterAll(async () => {
     await browser?.close();
+    siteServer?.closeAllConnections();
     await new Promise((resolve) => siteServer?.close(resolve));
     await app?.close();
     await sql.end();
@@ -208,6 +211,18 @@ describe('the tracker in Chromium, from another origin', () => {
     expect(events[0]).toMatchObject({ event_type: 'page_view', page: '/hydrating' });
     // The image held the load back about 400 ms.
     expect(events[0].metadata.loadTime).toBeGreaterThanOrEqual(300);
+    await context.close();
+  });
+
+  it('a page whose load never ends is counted all the same, without a load time, 10 s in', { timeout: 30_000 }, async () => {
+    const stalled = await createWebsite(app, 'Stalled');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/stalled?site=${stalled.id}`, { waitUntil: 'domcontentloaded' });
+    await expect.poll(async () => (await eventsOf(stalled.id)).length, { timeout: 15_000 }).toBe(1);
+    const [event] = await eventsOf(stalled.id);
+    expect(event).toMatchObject({ event_type: 'page_view', page: '/stalled' });
+    expect(event.metadata.loadTime).toBeUndefined();
     await context.close();
   });
 

@@ -114,7 +114,15 @@
   });
   window.addEventListener('popstate', function () { pageView(); });
 
-  // The first page view waits for the load event, so its load time is known.
-  if (document.readyState === 'complete') pageView(true);
-  else window.addEventListener('load', function () { setTimeout(function () { pageView(true); }, 0); });
+  // The first page view waits for the load event, so its load time is known;
+  // a page whose load never ends (a stalled image or script) is still counted,
+  // without a load time, 10 s in.
+  function firstPageView() {
+    if (!loaded) pageView(true);
+  }
+  if (document.readyState === 'complete') firstPageView();
+  else {
+    window.addEventListener('load', function () { setTimeout(firstPageView, 0); });
+    setTimeout(firstPageView, 10000);
+  }
 })();
