@@ -38,14 +38,7 @@ describe('profiles mirror auth.users', () => {
       [null, { name: '' }, 'user'],
     ];
     for (const [email, metadata, expected] of cases) {
-      const id = randomUUID();
-      await sql.begin(async (tx) => {
-        await tx`set local role supabase_auth_admin`;
-        await tx`
-          insert into auth.users (instance_id, id, aud, role, email, raw_user_meta_data, raw_app_meta_data, created_at, updated_at)
-          values ('00000000-0000-0000-0000-000000000000', ${id}, 'authenticated', 'authenticated', ${email},
-                  ${sql.json(metadata as never)}, ${sql.json({ provider: 'email' })}, now(), now())`;
-      });
+      const { id } = await createAuthUser(sql, { email, metadata });
       const [profile] = await sql`select name from public.profiles where id = ${id}`;
       expect(profile.name, JSON.stringify([email, metadata])).toBe(expected);
       await sql`delete from auth.users where id = ${id}`;

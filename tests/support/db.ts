@@ -22,16 +22,20 @@ export interface TestUser {
 }
 
 /** Inserts an auth.users row as the auth server's own role would. */
-export async function createAuthUser(sql: postgres.Sql, { email = uniqueEmail(), name = 'Test User' } = {}): Promise<TestUser> {
+/** `metadata` replaces the sign-up metadata ({name}) as an identity provider or the dashboard would set it; `email` may be null (a phone sign-up). */
+export async function createAuthUser(
+  sql: postgres.Sql,
+  { email = uniqueEmail() as string | null, name = 'Test User', metadata = undefined as Record<string, unknown> | undefined } = {},
+): Promise<TestUser> {
   const id = randomUUID();
   await sql.begin(async (tx) => {
     await tx`set local role supabase_auth_admin`;
     await tx`
       insert into auth.users (instance_id, id, aud, role, email, raw_user_meta_data, raw_app_meta_data, created_at, updated_at)
       values ('00000000-0000-0000-0000-000000000000', ${id}, 'authenticated', 'authenticated', ${email},
-              ${sql.json({ name })}, ${sql.json({ provider: 'email' })}, now(), now())`;
+              ${sql.json((metadata ?? { name }) as postgres.JSONValue)}, ${sql.json({ provider: 'email' })}, now(), now())`;
   });
-  return { id, email, name };
+  return { id, email: email ?? '', name };
 }
 
 export async function grantRole(sql: postgres.Sql, userId: string, role: 'admin' | 'editor' | 'viewer'): Promise<void> {
