@@ -5,7 +5,9 @@ import postgres from 'postgres';
 // Creates the project's own database on the machine's PostgreSQL, gives it
 // what the Supabase platform provides (supabase/local/platform.sql), and
 // applies supabase/migrations in order, recording them where the Supabase CLI
-// does (supabase_migrations.schema_migrations).
+// does (supabase_migrations.schema_migrations). A landed migration is never
+// edited (README, Layout), so a history that disagrees with the files stops
+// the run instead of being skipped over.
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
@@ -53,42 +55,146 @@ export async function applyPlatform(url: string): Promise<void> {
   }
 }
 
-/** A migration that failed (rolled back), with the ones applied before it in the same run. */
+/** Why a run stopped: a migration failed (rolled back), or the recorded history disagrees with the files (nothing applied). */
 export class MigrationError extends Error {
   readonly file: string;
+  /** What this run applied before the failure, each committed. */
   readonly applied: readonly string[];
 
-  constructor(file: string, applied: readonly string[], cause: unknown) {
-    super(`${file} failed (rolled back): ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+  constructor(file: string, message: string, applied: readonly string[] = [], options?: ErrorOptions) {
+    super(message, options);
     this.file = file;
     this.applied = [...applied];
   }
+
+  static failed(file: string, applied: readonly string[], cause: unknown): MigrationError {
+    return new MigrationError(file, `${file} failed (rolled back): ${cause instanceof Error ? cause.message : String(cause)}`, applied, { cause });
+  }
 }
 
-/** Applies the migrations not yet recorded; returns the names it applied. */
-export async function applyMigrations(url: string): Promise<string[]> {
-  const files = (await readdir(MIGRATIONS_DIR)).filter((file) => /^\d+_.+\.sql$/.test(file)).sort();
+interface MigrationFile {
+  file: string;
+  version: string;
+  name: string;
+  body: string;
+}
+
+interface RecordedMigration {
+  version: string;
+  name: string | null;
+  statements: string[] | null;
+}
+
+const MIGRATION_FILE = /^(\d+)_(.+)\.sql$/;
+
+// Any constant will do as long as every run uses the same one; it names this
+// runner's lock among the database's other advisory locks.
+const MIGRATION_LOCK_KEY = 2026_1121_0001;
+
+async function readMigrations(directory: string): Promise<MigrationFile[]> {
+  const files = (await readdir(directory)).filter((file) => MIGRATION_FILE.test(file)).sort();
+  return Promise.all(
+    files.map(async (file) => {
+      const [, version, name] = MIGRATION_FILE.exec(file)!;
+      return { file, version, name, body: await readFile(path.join(directory, file), 'utf8') };
+    }),
+  );
+}
+
+// `statements` holds the whole file when this runner applied it, and the file
+// split into statements when `supabase db push` did (pkg/parser SplitAndTrim:
+// cut after each top-level ';', that ';' and the surrounding space trimmed, so
+// no element starts or ends with space or ends with ';'). A whole file is
+// compared exactly; split statements are compared with the file with space and
+// empty statements around every ';' removed on both sides, which is all the
+// split changes (so an edit of only the space around a ';' goes unnoticed).
+function sameBody(stored: readonly string[], body: string): boolean {
+  const [only] = stored;
+  if (stored.length === 1 && (only !== only.trim() || only.endsWith(';'))) return only === body;
+  const normalize = (text: string) => text.replace(/\s*;[\s;]*/g, ';').replace(/^[\s;]+|[\s;]+$/g, '');
+  return normalize(stored.join(';')) === normalize(body);
+}
+
+/**
+ * What is wrong between the recorded migrations and the files, one sentence
+ * each, naming the migration; empty when the files can be applied as they are.
+ */
+function migrationHistoryProblems(files: readonly MigrationFile[], recorded: readonly RecordedMigration[], where: string) {
+  const problems: { file: string; message: string }[] = [];
+  const byVersion = new Map<string, MigrationFile>();
+  const shared = new Set<string>();
+  for (const migration of files) {
+    const first = byVersion.get(migration.version);
+    if (first) {
+      shared.add(migration.version);
+      problems.push({ file: migration.file, message: `Migrations ${first.file} and ${migration.file} share version ${migration.version}; give the one added later a version of its own` });
+    } else {
+      byVersion.set(migration.version, migration);
+    }
+  }
+  const recordedFile = (row: RecordedMigration) => (row.name === null ? row.version : `${row.version}_${row.name}.sql`);
+  for (const row of recorded) {
+    const migration = byVersion.get(row.version);
+    if (shared.has(row.version)) continue;
+    if (!migration) {
+      // Failing, not warning: the database holds changes no file describes, so
+      // a fresh database built from these files would differ from this one
+      // (a migration deleted or renumbered after it was applied, or a database
+      // migrated from another branch).
+      problems.push({ file: recordedFile(row), message: `Migration ${recordedFile(row)} is recorded as applied but has no file in ${where}; restore the file, or recreate a database migrated from another branch` });
+    } else if (row.name !== null && row.name !== migration.name) {
+      problems.push({ file: migration.file, message: `Migration ${recordedFile(row)} was applied, but its version now belongs to ${migration.file}; an applied migration keeps its file: put the change in a new migration` });
+    } else if (row.statements !== null && !sameBody(row.statements, migration.body)) {
+      problems.push({ file: migration.file, message: `Migration ${migration.file} was changed after it was applied; add a new migration instead` });
+    }
+  }
+  const newest = recorded.reduce<RecordedMigration | undefined>((top, row) => (top && BigInt(top.version) >= BigInt(row.version) ? top : row), undefined);
+  const done = new Set(recorded.map((row) => row.version));
+  for (const migration of byVersion.values()) {
+    if (newest && !done.has(migration.version) && BigInt(migration.version) < BigInt(newest.version)) {
+      problems.push({ file: migration.file, message: `Migration ${migration.file} was never applied and is older than ${recordedFile(newest)}, which was; give it a version after ${newest.version}` });
+    }
+  }
+  return problems;
+}
+
+/**
+ * Applies the migrations not yet recorded; returns the names it applied.
+ * First checks the recorded history against the files and applies nothing
+ * when they disagree. Runs against one database take turns.
+ */
+export async function applyMigrations(url: string, { directory = MIGRATIONS_DIR } = {}): Promise<string[]> {
+  const migrations = await readMigrations(directory);
+  const where = directory === MIGRATIONS_DIR ? 'supabase/migrations' : directory;
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   const applied: string[] = [];
   try {
+    // Session-level, so it is held across the migrations' own transactions
+    // (one connection: max 1) and released when the connection ends. A run
+    // started meanwhile waits here, then finds the migrations recorded.
+    await sql.unsafe(`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     await sql.unsafe(`
       create schema if not exists supabase_migrations;
       create table if not exists supabase_migrations.schema_migrations (
         version text primary key, statements text[], name text
       );`);
-    const done = new Set((await sql`select version from supabase_migrations.schema_migrations`).map((row) => row.version));
-    for (const file of files) {
-      const [version, ...rest] = file.replace(/\.sql$/, '').split('_');
+    const recorded = await sql<RecordedMigration[]>`select version, name, statements from supabase_migrations.schema_migrations order by version`;
+    const [problem, ...more] = migrationHistoryProblems(migrations, recorded, where);
+    if (problem) {
+      const others = more.length ? ` (and ${more.length} more: ${more.map((other) => other.file).join(', ')})` : '';
+      throw new MigrationError(problem.file, `${problem.message}${others}`);
+    }
+    const done = new Set(recorded.map((row) => row.version));
+    for (const { file, version, name, body } of migrations) {
       if (done.has(version)) continue;
-      const body = await readFile(path.join(MIGRATIONS_DIR, file), 'utf8');
       try {
         await sql.begin(async (tx) => {
           await tx.unsafe(body);
           await tx`insert into supabase_migrations.schema_migrations (version, statements, name)
-                   values (${version}, ${[body]}, ${rest.join('_')})`;
+                   values (${version}, ${[body]}, ${name})`;
         });
       } catch (error) {
-        throw new MigrationError(file, applied, error);
+        throw MigrationError.failed(file, applied, error);
       }
       applied.push(file);
     }

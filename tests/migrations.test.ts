@@ -1,0 +1,146 @@
+import { appendFile, cp, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
+import { describe, expect, inject, it, onTestFinished } from 'vitest';
+import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase, ROOT } from '../scripts/stack/database.ts';
+import { uniqueDatabaseName } from '../scripts/stack/index.ts';
+
+// The migration runner checks the recorded history against the files before
+// it applies anything: an applied migration is never edited, renamed, reused
+// or lost, and a late file cannot slip in below the newest applied version.
+// Each test has a database of its own and a copy of supabase/migrations to
+// change, so the repository's files are never touched.
+
+const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
+
+interface Scratch {
+  url: string;
+  sql: postgres.Sql;
+  directory: string;
+  files: string[];
+  migrate(): Promise<string[]>;
+  exists(table: string): Promise<boolean>;
+  recorded(): Promise<string[]>;
+}
+
+async function scratch({ migrated = true } = {}): Promise<Scratch> {
+  const { postgresUrl } = inject('stack');
+  const name = uniqueDatabaseName('portfolio_migrations');
+  await createDatabase(postgresUrl, name);
+  const url = databaseUrl(postgresUrl, name);
+  const directory = await mkdtemp(path.join(tmpdir(), 'migrations-'));
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  onTestFinished(async () => {
+    await sql.end({ timeout: 5 });
+    await dropDatabase(postgresUrl, name);
+    await rm(directory, { recursive: true, force: true });
+  });
+  await cp(MIGRATIONS_DIR, directory, { recursive: true });
+  await applyPlatform(url);
+  const files = (await readdir(directory)).filter((file) => file.endsWith('.sql')).sort();
+  const migrate = () => applyMigrations(url, { directory });
+  if (migrated) await migrate();
+  return {
+    url,
+    sql,
+    directory,
+    files,
+    migrate,
+    exists: async (table) => (await sql`select to_regclass(${table}) as found`)[0].found !== null,
+    recorded: async () =>
+      (await sql`select version from supabase_migrations.schema_migrations order by version`).map((row) => row.version),
+  };
+}
+
+const versionOf = (file: string) => file.split('_')[0];
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A migration after every existing one, to show that a failed check applies nothing. */
+async function addLaterMigration(db: Scratch): Promise<void> {
+  await writeFile(path.join(db.directory, '29991231000000_create_later_marker.sql'), 'create table public.later_marker (x int);\n');
+}
+
+describe('applied migrations are checked against their files before anything is applied', () => {
+  it('an applied file whose body was edited fails the run, naming it, and applies nothing', async () => {
+    const db = await scratch();
+    const edited = db.files.at(-1)!;
+    await appendFile(path.join(db.directory, edited), '\ncreate table public.audit_marker (x int);\n');
+    await addLaterMigration(db);
+
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(edited)} was changed after it was applied`));
+    expect(await db.exists('public.audit_marker')).toBe(false);
+    expect(await db.exists('public.later_marker')).toBe(false);
+  });
+
+  it('an applied file renamed under its version fails the run', async () => {
+    const db = await scratch();
+    const original = db.files.at(-1)!;
+    const renamed = `${versionOf(original)}_renamed_after_applying.sql`;
+    await rename(path.join(db.directory, original), path.join(db.directory, renamed));
+    await addLaterMigration(db);
+
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`${escape(original)}.*${escape(renamed)}`));
+    expect(await db.exists('public.later_marker')).toBe(false);
+  });
+
+  it('a second file reusing an applied version fails the run instead of being skipped', async () => {
+    const db = await scratch();
+    const version = versionOf(db.files.at(-1)!);
+    const reused = `${version}_add_profiles_nickname.sql`;
+    await writeFile(path.join(db.directory, reused), 'alter table public.profiles add column nickname text;\n');
+
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`share version ${version}.*${escape(reused)}|${escape(reused)}.*share version ${version}`));
+    const [column] = await db.sql`select 1 from information_schema.columns where table_name = 'profiles' and column_name = 'nickname'`;
+    expect(column).toBeUndefined();
+  });
+
+  it('a new file with a version below the newest applied one fails the run (out of order)', async () => {
+    const db = await scratch();
+    const newest = db.files.at(-1)!;
+    const late = `${BigInt(versionOf(newest)) - 1n}_create_late_marker.sql`;
+    await writeFile(path.join(db.directory, late), 'create table public.late_marker (x int);\n');
+
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(late)} .*${escape(newest)}`));
+    expect(await db.exists('public.late_marker')).toBe(false);
+    expect(await db.recorded()).not.toContain(versionOf(late));
+  });
+
+  it('a recorded migration whose file is gone fails the run', async () => {
+    const db = await scratch();
+    const removed = db.files.at(-1)!;
+    await rm(path.join(db.directory, removed));
+    await addLaterMigration(db);
+
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(removed)} is recorded as applied but has no file`));
+    expect(await db.exists('public.later_marker')).toBe(false);
+  });
+
+  it('statements recorded split, as `supabase db push` stores them, are compared with the file split the same way', async () => {
+    const db = await scratch();
+    const file = '29991231000000_create_split_marker.sql';
+    const body = "-- a marker\ncreate table public.split_marker (x int);\n\ncomment on table public.split_marker is 'a; b';\n";
+    await writeFile(path.join(db.directory, file), body);
+    await db.migrate();
+    // What the CLI records for that body (pkg/parser SplitAndTrim: split at top-level ';', trailing ';' and space trimmed).
+    const split = ['-- a marker\ncreate table public.split_marker (x int)', "comment on table public.split_marker is 'a; b'"];
+    await db.sql`update supabase_migrations.schema_migrations set statements = ${split} where version = ${versionOf(file)}`;
+    expect(await db.migrate()).toEqual([]);
+
+    await writeFile(path.join(db.directory, file), body.replace("'a; b'", "'a; c'"));
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(file)} was changed after it was applied`));
+  });
+});
+
+describe('runs at the same time', () => {
+  it('two runs started together on a fresh database both succeed and apply every migration once', async () => {
+    const db = await scratch({ migrated: false });
+    const runs = await Promise.allSettled([db.migrate(), db.migrate()]);
+    expect(runs.map((run) => (run.status === 'rejected' ? String(run.reason) : run.status))).toEqual(['fulfilled', 'fulfilled']);
+    const applied = runs.flatMap((run) => (run.status === 'fulfilled' ? run.value : []));
+    expect(applied.sort()).toEqual(db.files);
+    expect(await db.recorded()).toEqual(db.files.map(versionOf));
+    // The repository's own migrations pass the check on a database migrated from them.
+    expect(await db.migrate()).toEqual([]);
+  });
+});
