@@ -1,5 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import type postgres from 'postgres';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LogSink, parseLine } from '../src/lib/log-sink.ts';
 import { insertServerLogEntriesElevated } from '../src/modules/logs/queries.ts';
@@ -10,6 +10,7 @@ import { buildTestApp, testConfig } from './support/app.ts';
 import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
 
 // /api/admin with the legacy admin token (the only admin credential usable
 // without an auth server, see docs/admin.md), refused tokens, stored logs
@@ -274,6 +275,68 @@ describe('app_logs row-level security', () => {
     expect(await insertAs(boss.id, member.id)).toBe('42501');
     expect(await insertAs(boss.id, boss.id, 'server')).toBe('42501');
     expect(await insertAs(member.id, member.id)).toBe('42501');
+  });
+});
+
+// Whole-table facts (ids, ties, the planner's choice) need a table of their own.
+describe('logs on a database of their own', () => {
+  let database: { url: string; drop(): Promise<void> };
+  let own: postgres.Sql;
+  let ownApp: FastifyInstance;
+  beforeAll(async () => {
+    database = await createPrivateDatabase('adminlogs');
+    own = postgres(database.url, { max: 2, onnotice: () => {} });
+    ownApp = await buildTestApp({ DATABASE_URL: database.url });
+  });
+  afterAll(async () => {
+    await ownApp?.close();
+    await own?.end();
+    await database?.drop();
+  });
+
+  it('orders entries with the same created_at by their numeric id, and every page has the total', async () => {
+    // A day ahead, apart from the app's own entries; ids far above the
+    // sequence's. Ids 999999995–1000000005 share one created_at: as text,
+    // '999999999' sorts before '1000000005'.
+    const [{ at }] = await own<{ at: Date }[]>`select date_trunc('second', now()) + interval '1 day' as at`;
+    await own`
+      insert into public.app_logs (id, level, message, source, created_at) overriding system value
+      select g, 'info'::public.log_level, 'tie ' || g, 'client'::public.log_source, ${at}::timestamptz from generate_series(999999995, 1000000005) g
+      union all
+      select 999999994, 'info', 'newest', 'client', ${at}::timestamptz + interval '1 second'`;
+    const page = async (query: string) => {
+      const response = await ownApp.inject({ method: 'GET', url: `/api/admin/logs?since=${encodeURIComponent(at.toISOString())}&${query}`, headers: admin });
+      expect(response.statusCode).toBe(200);
+      const { data, pagination } = response.json();
+      return { ids: data.map((e: { id: string }) => e.id), pagination };
+    };
+    const ids = (...offsets: number[]) => offsets.map((n) => String(1_000_000_000 + n));
+    expect(await page('limit=4&offset=0')).toEqual({ ids: ids(-6, 5, 4, 3), pagination: { total: 12, limit: 4, offset: 0 } });
+    expect(await page('limit=4&offset=4')).toEqual({ ids: ids(2, 1, 0, -1), pagination: { total: 12, limit: 4, offset: 4 } });
+    expect(await page('limit=4&offset=8')).toEqual({ ids: ids(-2, -3, -4, -5), pagination: { total: 12, limit: 4, offset: 8 } });
+    expect(await page('limit=4&offset=12')).toEqual({ ids: [], pagination: { total: 12, limit: 4, offset: 12 } });
+    // Each filter counts what it lists.
+    expect((await page('level=info&source=client&limit=2')).pagination.total).toBe(12);
+    expect(await page('level=error')).toEqual({ ids: [], pagination: { total: 0, limit: 50, offset: 0 } });
+  });
+
+  it('finds an account\'s entries through an index, so deleting the account does not read the whole table', async () => {
+    const user = await createAuthUser(own);
+    await own`
+      insert into public.app_logs (level, message, source)
+      select 'warn', 'a server entry', 'server' from generate_series(1, 50000)`;
+    await own`insert into public.app_logs (level, message, source, user_id) select 'info', 'a client entry', 'client', ${user.id} from generate_series(1, 3)`;
+    await own`analyze public.app_logs`;
+    // What the foreign key (on delete set null) runs for each deleted account.
+    const plan = await own.begin(async (tx) => {
+      const rows = await tx.unsafe(`explain update only public.app_logs set user_id = null where '${user.id}'::uuid = user_id`);
+      return rows.map((row) => row['QUERY PLAN']).join('\n');
+    });
+    expect(plan).toContain('app_logs_user_id_idx');
+
+    await own`delete from auth.users where id = ${user.id}`;
+    const [{ orphaned }] = await own`select count(*)::int as orphaned from public.app_logs where message = 'a client entry' and user_id is null`;
+    expect(orphaned).toBe(3);
   });
 });
 

@@ -65,6 +65,7 @@ describe('/api/auth errors (SPEC section 7)', () => {
       ['GET', '/api/users/me'],
       ['GET', '/api/admin/users'],
       ['GET', '/api/admin/health'],
+      ['GET', '/api/admin/logs'],
       ['GET', `/api/userRoles/${crypto.randomUUID()}`],
       ['GET', '/api/feedback/get-feedback'],
     ] as const) {

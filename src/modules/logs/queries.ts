@@ -7,7 +7,7 @@ import type { CreateLogBody, ListLogsQuery, LogEntry } from './schemas.ts';
 // their own name. The server's own entries and the retention are elevated.
 
 interface LogRow {
-  id: string;
+  id_text: string;
   level: LogEntry['level'];
   message: string;
   context: Record<string, unknown>;
@@ -15,26 +15,42 @@ interface LogRow {
   request_id: string | null;
   user_id: string | null;
   created_at: Date;
-  total: string;
 }
 
-export async function listLogEntries(tx: Tx, { level, source, since, limit, offset }: ListLogsQuery): Promise<{ entries: LogEntry[]; total: number }> {
-  const where = () => tx`
-    where (${level ?? null}::public.log_level is null or level = ${level ?? null}::public.log_level)
-      and (${source ?? null}::public.log_source is null or source = ${source ?? null}::public.log_source)
-      and (${since ?? null}::timestamptz is null or created_at >= ${since ?? null}::timestamptz)`;
+type LogFilter = Pick<ListLogsQuery, 'level' | 'source' | 'since'>;
+
+/**
+ * Only the conditions asked for, so each combination is a prepared statement
+ * of its own that Postgres plans for what it asks: with one statement for all
+ * (`$1 is null or level = $1`), the generic plan it settles on after five runs
+ * cannot use the (level, created_at) index.
+ */
+function where(tx: Tx, { level, source, since }: LogFilter) {
+  const byLevel = level === undefined ? tx`` : tx`and level = ${level}::public.log_level`;
+  const bySource = source === undefined ? tx`` : tx`and source = ${source}::public.log_source`;
+  const bySince = since === undefined ? tx`` : tx`and created_at >= ${since}::timestamptz`;
+  return tx`where true ${byLevel} ${bySource} ${bySince}`;
+}
+
+/** How many entries match, for the page's total: a query of its own, so a page reads only its own rows. */
+export async function countLogEntries(tx: Tx, filter: LogFilter): Promise<number> {
+  const [row] = await tx<{ total: number }[]>`select count(*)::int as total from public.app_logs ${where(tx, filter)}`;
+  return row.total;
+}
+
+/**
+ * A page of entries, newest first (id breaks ties so pages never overlap).
+ * The id's text has a name of its own: as `id`, the ORDER BY would sort by
+ * the text column ('9' after '10'), not the bigint.
+ */
+export async function listLogEntries(tx: Tx, filter: LogFilter, page: { limit: number; offset: number }): Promise<LogEntry[]> {
   const rows = await tx<LogRow[]>`
-    select id::text, level::text, message, context, source::text, request_id, user_id, created_at, count(*) over () as total
-      from public.app_logs ${where()}
+    select id::text as id_text, level::text, message, context, source::text, request_id, user_id, created_at
+      from public.app_logs ${where(tx, filter)}
      order by created_at desc, id desc
-     limit ${limit} offset ${offset}`;
-  let total = rows.length > 0 ? Number(rows[0].total) : 0;
-  if (rows.length === 0 && offset > 0) {
-    const [row] = await tx<{ total: string }[]>`select count(*) as total from public.app_logs ${where()}`;
-    total = Number(row.total);
-  }
-  const entries = rows.map((row) => ({
-    id: row.id,
+     limit ${page.limit} offset ${page.offset}`;
+  return rows.map((row) => ({
+    id: row.id_text,
     level: row.level,
     message: row.message,
     context: row.context,
@@ -43,7 +59,6 @@ export async function listLogEntries(tx: Tx, { level, source, since, limit, offs
     userId: row.user_id,
     createdAt: row.created_at.toISOString(),
   }));
-  return { entries, total };
 }
 
 /** A client's entry; `userId` is the admin who sent it, null for the legacy admin token (no auth.users row). */
@@ -69,8 +84,20 @@ export async function insertServerLogEntriesElevated(sql: ElevatedSql, entries: 
         as r(level text, message text, context jsonb, request_id text, created_at timestamptz)`;
 }
 
-/** Elevated: retention applies to every entry, whoever wrote it; returns how many went. */
-export async function deleteLogEntriesOlderThanElevated(sql: ElevatedSql, days: number): Promise<number> {
-  const result = await sql`delete from public.app_logs where created_at < now() - make_interval(days => ${days})`;
+/**
+ * Elevated: retention applies to every entry, whoever wrote it. Deletes at
+ * most `batchSize` of the oldest entries created before `cutoff`, as one short
+ * statement of its own; returns how many went. The ids are picked through the
+ * created_at index and handed over as an array: as `id in (select …)`, past
+ * about 10 000 ids Postgres joined them against a scan of the whole table.
+ */
+export async function deleteLogEntriesBeforeElevated(sql: ElevatedSql, cutoff: Date, batchSize: number): Promise<number> {
+  const result = await sql`
+    delete from public.app_logs
+     where id = any (array(
+       select id from public.app_logs
+        where created_at < ${cutoff}::timestamptz
+        order by created_at
+        limit ${batchSize}))`;
   return result.count;
 }

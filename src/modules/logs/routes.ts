@@ -1,11 +1,13 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { callerOf } from '../../plugins/auth.ts';
+import { noStore } from '../../plugins/security.ts';
 import { CreatedLogResponseSchema, CreateLogBodySchema, ListLogsQuerySchema, LogsResponseSchema } from './schemas.ts';
 import { createLogsService } from './service.ts';
 
 // /api/admin/logs: admin role or the legacy admin token. The server's own
 // entries arrive through the logger (worker.ts); clients post theirs here.
 const logsRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.addHook('onRequest', noStore);
   app.addHook('onRequest', app.requireRole('admin'));
   const logs = createLogsService({ db: app.db });
   const security = [{ bearer: [] }];
