@@ -1,15 +1,15 @@
 import net, { type AddressInfo } from 'node:net';
-import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
-import statusRoutes, { MAX_STREAMS_PER_ADMIN } from '../src/modules/admin/status/routes.ts';
+import { MAX_STREAMS_PER_ADMIN } from '../src/modules/admin/status/routes.ts';
 import { testConfig, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
 import { createAuthUser, grantRole } from './support/db.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
+import { floodingDashboardApp } from './support/flooding-dashboard.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // The dashboard's event stream outlives the check made when it opened: it
@@ -157,33 +157,14 @@ describe('/admin/status/stream and a client that stops reading', () => {
   it('sends no backlog while the client is behind, and closes the stream when it stays behind', async () => {
     const STALLED_LIMIT_MS = 500;
     const BACKLOG_LIMIT = 2 * 1024 * 1024;
-    const config = testConfig({ DATABASE_URL: database.url });
-    // The dashboard's routes once more, ticking every 5 ms with a 256 KB snapshot (so the
-    // socket's buffers fill within a second); the hook hands the test the stream the server writes into.
-    const opened: PassThrough[] = [];
-    const stalledApp = await buildApp({ config }, {
-      extend: async (scope) => {
-        scope.addHook('onSend', async (_request, _reply, payload) => {
-          if (payload instanceof PassThrough) opened.push(payload);
-          return payload;
-        });
-        await scope.register(statusRoutes, {
-          prefix: '/stalled-status',
-          config,
-          version: 'test',
-          intervalMs: 5,
-          stalledLimitMs: STALLED_LIMIT_MS,
-          activeVisitors: async () => ({ padding: 'x'.repeat(256 * 1024) }),
-        });
-      },
-    });
+    const { app: stalledApp, opened } = await floodingDashboardApp(database.url, STALLED_LIMIT_MS);
     await stalledApp.listen({ host: '127.0.0.1', port: 0 });
     // A client that sends its request and never reads the answer.
     const client = net.connect((stalledApp.server.address() as AddressInfo).port, '127.0.0.1');
     try {
       const { authorization } = await legacyAdmin();
       client.write(`GET /stalled-status/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${authorization}\r\n\r\n`);
-      const stream = await waitFor(() => opened[0], 5_000, 'the stream');
+      const { stream } = await waitFor(() => opened[0], 5_000, 'the stream');
       // Without a bound, the backlog grows by a snapshot per tick for as long as the client stays.
       const outcome = await waitFor(
         () => {

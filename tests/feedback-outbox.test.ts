@@ -49,10 +49,10 @@ afterAll(async () => {
   await sql.end();
 });
 
-async function resendApp(overrides: Record<string, string> = {}): Promise<FastifyInstance> {
+/** An app whose worker sends through `transport`'s settings to NOTIFY, closed after the file. */
+async function notifyingApp(transport: Record<string, string>, overrides: Record<string, string>): Promise<FastifyInstance> {
   const app = await buildTestApp({
-    RESEND_API_KEY: 're_test_key',
-    RESEND_BASE_URL: resend.url,
+    ...transport,
     EMAIL_FROM: 'Portfolio Feedback <feedback@example.test>',
     FEEDBACK_NOTIFY_EMAILS: NOTIFY.join(', '),
     ADMIN_URL,
@@ -62,6 +62,8 @@ async function resendApp(overrides: Record<string, string> = {}): Promise<Fastif
   apps.push(app);
   return app;
 }
+
+const resendApp = (overrides: Record<string, string> = {}) => notifyingApp({ RESEND_API_KEY: 're_test_key', RESEND_BASE_URL: resend.url }, overrides);
 
 async function submit(app: FastifyInstance, overrides: Record<string, unknown> = {}): Promise<string> {
   const response = await app.inject({ method: 'POST', url: '/api/feedback', payload: feedbackBody(overrides) });
@@ -138,18 +140,7 @@ async function startSlowSmtpSink(): Promise<SlowSmtpSink> {
   return sink;
 }
 
-async function smtpApp(sink: SlowSmtpSink, overrides: Record<string, string> = {}): Promise<FastifyInstance> {
-  const app = await buildTestApp({
-    SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
-    EMAIL_FROM: 'Portfolio Feedback <feedback@example.test>',
-    FEEDBACK_NOTIFY_EMAILS: NOTIFY.join(', '),
-    ADMIN_URL,
-    ...FAST_WORKER,
-    ...overrides,
-  });
-  apps.push(app);
-  return app;
-}
+const smtpApp = (sink: SlowSmtpSink, overrides: Record<string, string> = {}) => notifyingApp({ SMTP_URL: `smtp://127.0.0.1:${sink.port}` }, overrides);
 
 /** `count` feedback rows (and so `count` notifications, due at once), inserted in one statement. */
 async function insertFeedback(count: number): Promise<string[]> {

@@ -1,6 +1,4 @@
 import net, { type AddressInfo } from 'node:net';
-import { PassThrough } from 'node:stream';
-import type { ServerResponse } from 'node:http';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
@@ -11,6 +9,7 @@ import { legacyAdmin } from './support/admin-auth.ts';
 import { testConfig, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { startServerProcess } from './support/fault-traffic.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
+import { floodingDashboardApp } from './support/flooding-dashboard.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // Long responses on close. A download in progress, or a dashboard stream,
@@ -103,26 +102,8 @@ function within<T>(promise: Promise<T>, ms: number): Promise<T | 'still waiting'
 
 describe('the dashboard stream on close', () => {
   it('a stream whose client stopped reading is destroyed, so the close does not wait for it', async () => {
-    const config = testConfig({ DATABASE_URL: database.url });
-    // Ticking every 5 ms with a 256 KB snapshot, so the socket's buffers fill within a second;
-    // never cut for being behind, so only the close can end it.
-    const opened: Array<{ stream: PassThrough; response: ServerResponse }> = [];
-    const app = await buildApp({ config }, {
-      extend: async (scope) => {
-        scope.addHook('onSend', async (_request, reply, payload) => {
-          if (payload instanceof PassThrough) opened.push({ stream: payload, response: reply.raw });
-          return payload;
-        });
-        await scope.register(statusRoutes, {
-          prefix: '/stalled-status',
-          config,
-          version: 'test',
-          intervalMs: 5,
-          stalledLimitMs: 60_000,
-          activeVisitors: async () => ({ padding: 'x'.repeat(256 * 1024) }),
-        });
-      },
-    });
+    // Never cut for being behind, so only the close can end it.
+    const { app, opened } = await floodingDashboardApp(database.url, 60_000);
     await app.listen({ host: '127.0.0.1', port: 0 });
     const client = net.connect((app.server.address() as AddressInfo).port, '127.0.0.1');
     let closed: Promise<void> | undefined;
