@@ -1,24 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import postgres from 'postgres';
+import { describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import { testConfig } from './support/app.ts';
-import { createPrivateDatabase } from './support/private-database.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // A flood of refused requests must not push real errors out of app_logs:
 // refusals (4xx) are stored as counts per route, status and minute, never
 // one row per request, and a 429 is not stored twice.
 
-let database: { url: string; drop(): Promise<void> };
-let sql: postgres.Sql;
-
-beforeAll(async () => {
-  database = await createPrivateDatabase('logflood');
-  sql = postgres(database.url, { max: 2, onnotice: () => {} });
-});
-afterAll(async () => {
-  await sql?.end();
-  await database?.drop();
-});
+const database = usePrivateDatabase('logflood');
 
 interface StoredRow {
   level: string;
@@ -41,7 +30,7 @@ describe('stored logs under a flood of refusals', () => {
       // Closing stores whatever is still pending.
       await app.close();
     }
-    const rows = await sql<StoredRow[]>`select level::text, message, context from public.app_logs where source = 'server'`;
+    const rows = await database.sql<StoredRow[]>`select level::text, message, context from public.app_logs where source = 'server'`;
     expect(rows.length, JSON.stringify(rows.slice(0, 3))).toBeLessThanOrEqual(12);
     const counted = (route: string, statusCode: number) =>
       rows.filter((row) => row.context.route === route && row.context.statusCode === statusCode).reduce((sum, row) => sum + (row.context.count ?? 0), 0);

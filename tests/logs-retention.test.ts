@@ -1,11 +1,10 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import postgres from 'postgres';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import appLogsPlugin from '../src/modules/logs/worker.ts';
 import dbPlugin from '../src/plugins/db.ts';
 import metricsPlugin from '../src/plugins/metrics.ts';
 import { testConfig } from './support/app.ts';
-import { createPrivateDatabase } from './support/private-database.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // Retention of app_logs past what one statement can delete: the prune goes in
 // batches, each its own statement under the statement timeout, and stops
@@ -18,19 +17,9 @@ const EXPIRED = 500_000;
 const STATEMENT_TIMEOUT_MS = 100;
 const PRUNE_BATCH = 1_000;
 
-let database: { url: string; drop(): Promise<void> };
-let sql: postgres.Sql;
-
-beforeAll(async () => {
-  database = await createPrivateDatabase('logretention');
-  sql = postgres(database.url, { max: 2, onnotice: () => {} });
-});
-afterAll(async () => {
-  await sql?.end();
-  await database?.drop();
-});
+const database = usePrivateDatabase('logretention');
 beforeEach(async () => {
-  await sql`truncate public.app_logs`;
+  await database.sql`truncate public.app_logs`;
 });
 
 /** The logs plugin on its own, over the private database, with the statement timeout given. */
@@ -46,23 +35,23 @@ async function startLogs(statementTimeoutMs: number): Promise<FastifyInstance> {
 
 /** `count` entries past the 30-day retention, oldest first, one millisecond apart. */
 async function insertExpired(count: number) {
-  await sql`
+  await database.sql`
     insert into public.app_logs (level, message, source, created_at)
     select 'warn', 'expired', 'server', now() - interval '40 days' + g * interval '1 millisecond'
       from generate_series(1, ${count}) g`;
-  await sql`analyze public.app_logs`;
+  await database.sql`analyze public.app_logs`;
 }
 
 describe('log retention in batches', () => {
   it('prunes every expired entry and no newer one when one DELETE of them all outruns the statement timeout', async () => {
     await insertExpired(EXPIRED);
-    await sql`
+    await database.sql`
       insert into public.app_logs (level, message, source, created_at) values
         ('warn', 'kept: 29 days old', 'server', now() - interval '29 days'),
         ('error', 'kept: new', 'server', now())`;
 
     // What the prune did before: one statement for everything, cancelled and rolled back whole.
-    const oneStatement = sql
+    const oneStatement = database.sql
       .begin(async (tx) => {
         await tx`select set_config('statement_timeout', ${`${STATEMENT_TIMEOUT_MS}ms`}, true)`;
         await tx`delete from public.app_logs where created_at < now() - interval '30 days'`;
@@ -76,7 +65,7 @@ describe('log retention in batches', () => {
     } finally {
       await app.close();
     }
-    const left = await sql`select message from public.app_logs order by created_at`;
+    const left = await database.sql`select message from public.app_logs order by created_at`;
     expect(left.map((row) => row.message)).toEqual(['kept: 29 days old', 'kept: new']);
   });
 
@@ -91,7 +80,7 @@ describe('log retention in batches', () => {
     expect(deleted).toBeGreaterThan(0);
     expect(deleted).toBeLessThan(expired);
     expect(deleted % PRUNE_BATCH).toBe(0);
-    const [{ left }] = await sql`select count(*)::int as left from public.app_logs`;
+    const [{ left }] = await database.sql`select count(*)::int as left from public.app_logs`;
     expect(left).toBe(expired - deleted);
   });
 });

@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { shutdownBudget } from '../src/lib/shutdown-budget.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { startServerProcess } from './support/fault-traffic.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
-import { createPrivateDatabase } from './support/private-database.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // SIGTERM while an analytics batch cannot commit (its table is locked): the
 // batcher gets part of SHUTDOWN_TIMEOUT_MS to drain, not all of it, so the
@@ -16,17 +15,7 @@ import { createPrivateDatabase } from './support/private-database.ts';
 const SHUTDOWN_TIMEOUT_MS = 4_000;
 const CHROME = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 
-let database: { url: string; drop(): Promise<void> };
-let sql: postgres.Sql;
-
-beforeAll(async () => {
-  database = await createPrivateDatabase('shutdown');
-  sql = postgres(database.url, { max: 3, onnotice: () => {} });
-});
-afterAll(async () => {
-  await sql?.end();
-  await database?.drop();
-});
+const database = usePrivateDatabase('shutdown', { max: 3 });
 
 describe('the shutdown budget', () => {
   it('its shares follow one another within the deadline', () => {
@@ -60,7 +49,7 @@ describe('the shutdown budget', () => {
     const released = new Promise<void>((resolve) => (release = resolve));
     let locked!: () => void;
     const isLocked = new Promise<void>((resolve) => (locked = resolve));
-    const holder = sql.begin(async (tx) => {
+    const holder = database.sql.begin(async (tx) => {
       await tx`lock table public.analytics_events in access exclusive mode`;
       locked();
       await released;
@@ -77,7 +66,7 @@ describe('the shutdown budget', () => {
         () => 0,
       );
       await waitFor(
-        async () => (await sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`).length > 0,
+        async () => (await database.sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`).length > 0,
         10_000,
         'the batch parked on the lock',
       );
@@ -100,7 +89,7 @@ describe('the shutdown budget', () => {
       await server.stop();
     }
     // The refusal reached app_logs before the process ended.
-    const stored = await sql`
+    const stored = await database.sql`
       select 1 from public.app_logs
        where source = 'server' and (context ->> 'statusCode')::int = 401
          and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;

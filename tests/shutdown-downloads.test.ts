@@ -1,6 +1,5 @@
 import net, { type AddressInfo } from 'node:net';
-import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import statusRoutes from '../src/modules/admin/status/routes.ts';
 import { shutdownBudget } from '../src/lib/shutdown-budget.ts';
@@ -10,7 +9,7 @@ import { testConfig, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { startServerProcess } from './support/fault-traffic.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { floodingDashboardApp } from './support/flooding-dashboard.ts';
-import { createPrivateDatabase } from './support/private-database.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // Long responses on close. A download in progress, or a dashboard stream,
 // once held server.close() open until the deadline killed the process
@@ -22,17 +21,7 @@ const SHUTDOWN_TIMEOUT_MS = 4_000;
 /** HTTP/1.1 chunked encoding's last chunk: a download that ends with it looks complete. */
 const LAST_CHUNK = '\r\n0\r\n\r\n';
 
-let database: { url: string; drop(): Promise<void> };
-let sql: postgres.Sql;
-
-beforeAll(async () => {
-  database = await createPrivateDatabase('downloads');
-  sql = postgres(database.url, { max: 2, onnotice: () => {} });
-});
-afterAll(async () => {
-  await sql?.end();
-  await database?.drop();
-});
+const database = usePrivateDatabase('downloads');
 
 /** Everything `socket` receives from now until the server ends the connection. */
 function readToClose(socket: net.Socket): Promise<Buffer> {
@@ -44,7 +33,7 @@ function readToClose(socket: net.Socket): Promise<Buffer> {
 describe('SIGTERM during a download whose client reads slowly', () => {
   it('cuts the download within the budget, runs the final steps, and exits 0', async () => {
     // About 20 MB of CSV: far more than the sockets between server and client buffer.
-    await sql`
+    await database.sql`
       insert into public.feedback (name, email, comment, rating)
       select 'Bulk ' || g, 'bulk@example.test', repeat('A long comment. ', 1250), 3
         from generate_series(1, 1000) g`;
@@ -85,7 +74,7 @@ describe('SIGTERM during a download whose client reads slowly', () => {
       await server.stop();
     }
     // The log flush (an onClose step) ran: the refusal reached app_logs before the process ended.
-    const stored = await sql`
+    const stored = await database.sql`
       select 1 from public.app_logs
        where source = 'server' and (context ->> 'statusCode')::int = 401
          and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;

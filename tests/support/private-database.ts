@@ -1,4 +1,5 @@
-import { inject } from 'vitest';
+import postgres from 'postgres';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase } from '../../scripts/stack/database.ts';
 import { uniqueDatabaseName } from '../../scripts/stack/index.ts';
 
@@ -14,4 +15,31 @@ export async function createPrivateDatabase(label = 'private'): Promise<{ url: s
   await applyPlatform(url);
   await applyMigrations(url);
   return { url, drop: () => dropDatabase(postgresUrl, name) };
+}
+
+/**
+ * A private database for a whole test file: made before its tests, dropped
+ * after them. `sql` is a superuser connection to it with `max` connections.
+ */
+export function usePrivateDatabase(label: string, { max = 2 } = {}): { readonly url: string; readonly sql: postgres.Sql } {
+  let database: Awaited<ReturnType<typeof createPrivateDatabase>> | undefined;
+  let sql: postgres.Sql | undefined;
+  beforeAll(async () => {
+    database = await createPrivateDatabase(label);
+    sql = postgres(database.url, { max, onnotice: () => {} });
+  });
+  afterAll(async () => {
+    await sql?.end();
+    await database?.drop();
+  });
+  return {
+    get url() {
+      if (!database) throw new Error('the private database is made in beforeAll');
+      return database.url;
+    },
+    get sql() {
+      if (!sql) throw new Error('the private database is made in beforeAll');
+      return sql;
+    },
+  };
 }
