@@ -75,10 +75,7 @@ describe('the shutdown budget', () => {
       expect(refused.status).toBe(401);
       const signalled = performance.now();
       server.child.kill('SIGTERM');
-      const exitCode = await new Promise<number | null>((resolve) => {
-        if (server.ended()) resolve(server.child.exitCode);
-        server.child.once('exit', (code) => resolve(code));
-      });
+      const exitCode = await server.exitCode();
       const took = performance.now() - signalled;
       expect(exitCode, server.output()).toBe(0);
       expect(took).toBeLessThan(SHUTDOWN_TIMEOUT_MS);

@@ -90,6 +90,8 @@ export interface ServerProcess {
   output(): string;
   /** Null while it runs; else how it ended. */
   ended(): string | null;
+  /** The exit code once the process has exited (null when a signal ended it). */
+  exitCode(): Promise<number | null>;
   stop(): Promise<void>;
 }
 
@@ -147,6 +149,7 @@ export async function startServerProcess(
     child,
     output: () => output,
     ended: () => ended,
+    exitCode: () => exited.then(() => child.exitCode),
     async stop() {
       if (ended) return;
       child.kill('SIGTERM');
