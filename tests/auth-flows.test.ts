@@ -1,4 +1,6 @@
+import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import { decodeJwt } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
@@ -278,6 +280,33 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/link', { provider: 'keycloak', token: 'x' })).status).toBe(401);
     expectRunning(server);
     expect((await me(other.accessToken)).status).toBe(200);
+  });
+
+  it('link: an id token that carries a nonce links with the nonce it was made for, not without it or with another; a nonce sent with a token that has none is refused', { timeout: 30_000 }, async () => {
+    const owner = await signUp(base, 'link-nonce');
+    const idpEmail = uniqueEmail('idp-nonce');
+    // A front end keeps the raw nonce and hands the provider its SHA-256 (hex).
+    const nonce = randomBytes(16).toString('hex');
+    const idToken = await idTokenFor(auth!, idpEmail, { nonce: createHash('sha256').update(nonce).digest('hex') });
+    expect(decodeJwt(idToken).nonce).toEqual(expect.any(String));
+
+    const invalid = { success: false, error: 'Invalid provider token', statusCode: 400 };
+    const withoutNonce = await post('/api/auth/link', { provider: 'keycloak', token: idToken }, owner.accessToken);
+    expect(withoutNonce.status).toBe(400);
+    expect(withoutNonce.body).toEqual(invalid);
+    const otherNonce = await post('/api/auth/link', { provider: 'keycloak', token: idToken, nonce: `${nonce}x` }, owner.accessToken);
+    expect(otherNonce.body).toEqual(invalid);
+    const blank = await post('/api/auth/link', { provider: 'keycloak', token: idToken, nonce: '' }, owner.accessToken);
+    expect(blank.status).toBe(400);
+    expect(blank.body).toMatchObject({ error: 'Validation failed', details: { nonce: expect.any(Array) } });
+    const noNonceToken = await idTokenFor(auth!, uniqueEmail('idp-no-nonce'));
+    expect((await post('/api/auth/link', { provider: 'keycloak', token: noNonceToken, nonce }, owner.accessToken)).body).toEqual(invalid);
+    expect(await sql`select 1 from auth.identities where user_id = ${owner.id} and provider = 'keycloak'`).toHaveLength(0);
+
+    const linked = await post('/api/auth/link', { provider: 'keycloak', token: idToken, nonce }, owner.accessToken);
+    expect(linked.status).toBe(200);
+    const identities = await sql`select identity_data->>'email' as email from auth.identities where user_id = ${owner.id} and provider = 'keycloak'`;
+    expect(identities).toEqual([{ email: idpEmail }]);
   });
 
   it('after all of it the server process is still serving and logged no unhandled rejection', async () => {

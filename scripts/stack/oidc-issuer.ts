@@ -148,8 +148,15 @@ export async function startOidcIssuer(options: OidcIssuerOptions): Promise<OidcI
  * Runs the authorization-code flow against the issuer as a browser would
  * (following redirects, keeping cookies) and returns the id token of the
  * account `email`, as a front end would receive it from the provider.
+ * `nonce` goes in the authorization request and the provider copies it into
+ * the id token, as when a front end sends the hash of a nonce it keeps.
  */
-export async function issueIdToken(issuer: Pick<OidcIssuer, 'issuer' | 'clientId' | 'clientSecret'>, redirectUri: string, email: string): Promise<string> {
+export async function issueIdToken(
+  issuer: Pick<OidcIssuer, 'issuer' | 'clientId' | 'clientSecret'>,
+  redirectUri: string,
+  email: string,
+  options: { nonce?: string } = {},
+): Promise<string> {
   const cookies = new Map<string, string>();
   const authorize = new URL('/auth', issuer.issuer);
   authorize.search = new URLSearchParams({
@@ -159,6 +166,7 @@ export async function issueIdToken(issuer: Pick<OidcIssuer, 'issuer' | 'clientId
     redirect_uri: redirectUri,
     login_hint: email,
     state: randomBytes(8).toString('hex'),
+    ...(options.nonce === undefined ? {} : { nonce: options.nonce }),
   }).toString();
 
   let next = authorize.toString();

@@ -16,9 +16,9 @@ export function realAuthEnv(auth: RealAuth): Record<string, string> {
   return { SUPABASE_URL: auth.url, SUPABASE_ANON_KEY: auth.anonKey, SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey };
 }
 
-/** An id token for `email` from the stack's OIDC issuer (the `keycloak` provider), via its code flow. */
-export function idTokenFor(auth: RealAuth, email: string): Promise<string> {
-  return issueIdToken(auth.oidc, auth.oidc.redirectUri, email);
+/** An id token for `email` from the stack's OIDC issuer (the `keycloak` provider), via its code flow; with `nonce`, the token carries it. */
+export function idTokenFor(auth: RealAuth, email: string, options: { nonce?: string } = {}): Promise<string> {
+  return issueIdToken(auth.oidc, auth.oidc.redirectUri, email, options);
 }
 
 export interface SinkMessage {

@@ -116,7 +116,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     '/link',
     { ...inRateLimitGroup(app, 'account'), onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], body: LinkBodySchema, response: { 200: MessageResponseSchema } } },
     async function linkIdentity(request) {
-      await auth.linkIdentity(request.ip, bearerToken(request) ?? '', request.body.provider, request.body.token);
+      await auth.linkIdentity(request.ip, bearerToken(request) ?? '', request.body);
       return { success: true as const, message: 'Identity linked successfully' };
     },
   );

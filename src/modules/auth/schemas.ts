@@ -14,6 +14,9 @@ export const UpdatePasswordBodySchema = z.object({ token: z.string().max(4096).n
 export const LinkBodySchema = z.object({
   provider: requiredString('Provider').min(1).max(64),
   token: requiredString('Token').min(1).max(16_384),
+  // The raw nonce whose SHA-256 the front end put in the provider's request:
+  // the auth server refuses an id token carrying a nonce without it.
+  nonce: z.string().min(1, 'Nonce must not be empty').max(512).optional(),
 });
 
 export const SessionSchema = z.object({

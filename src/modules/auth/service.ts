@@ -133,10 +133,10 @@ export function createAuthService(deps: AuthServiceDeps) {
       };
     },
 
-    /** Links an identity of `provider` (its OIDC id token) to the caller's account. */
-    async linkIdentity(ip: string, accessToken: string, provider: string, token: string) {
+    /** Links an identity of `provider` (its OIDC id token, and the nonce it was issued for, if any) to the caller's account. */
+    async linkIdentity(ip: string, accessToken: string, { provider, token, nonce }: { provider: string; token: string; nonce?: string }) {
       if (!deps.linkProviders.includes(provider)) throw badRequest('Unsupported provider');
-      const { error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token });
+      const { error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token, nonce });
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
           identity_already_exists: conflict('Identity is already linked to an account'),
