@@ -21,7 +21,7 @@ import usersRoutes, { adminUsersRoutes } from './modules/users/routes.ts';
 import websitesRoutes from './modules/websites/routes.ts';
 import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
-import errorsPlugin, { errorHandler } from './plugins/errors.ts';
+import errorsPlugin, { clientErrorHandler, errorHandler } from './plugins/errors.ts';
 import gracefulPlugin from './plugins/graceful.ts';
 import jsonBodyPlugin from './plugins/json-body.ts';
 import metricsPlugin from './plugins/metrics.ts';
@@ -68,6 +68,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     // Errors the router raises before any hook runs (bad URL encoding, over-long
     // path parameters) get the same envelope as every other error.
     frameworkErrors: errorHandler,
+    clientErrorHandler,
   } satisfies FastifyServerOptions;
 }
 

@@ -1,3 +1,4 @@
+import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildTestApp } from './support/app.ts';
@@ -136,6 +137,40 @@ describe('app foundation', () => {
     const ui = await app.inject({ method: 'GET', url: '/docs/' });
     expect(ui.statusCode).toBe(200);
     expect(ui.headers['content-type']).toContain('text/html');
+  });
+});
+
+describe("requests Node's HTTP parser refuses", () => {
+  let app: FastifyInstance;
+  let port: number;
+  beforeAll(async () => {
+    app = await buildTestApp();
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    port = (app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => app.close());
+
+  /** Sends raw bytes and reads the whole answer: the server closes the connection after such an error. */
+  async function rawAnswer(request: string): Promise<{ status: number; body: unknown }> {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (chunk) => (text += chunk));
+    // The server resets a connection it stops reading mid-request; what it wrote first has arrived.
+    const closed = new Promise((resolve) => socket.on('close', resolve).on('error', () => {}));
+    socket.end(request);
+    await closed;
+    const [head, body] = text.split('\r\n\r\n');
+    return { status: Number(head.split(' ')[1]), body: JSON.parse(body) };
+  }
+
+  it('answer in the envelope: a header too large is 431, a malformed request 400', async () => {
+    const huge = await rawAnswer(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`);
+    expect(huge).toEqual({ status: 431, body: { success: false, error: 'Request header fields too large', statusCode: 431 } });
+    for (const request of ['FOO /health HTTP/1.1\r\nHost: x\r\n\r\n', 'GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n']) {
+      expect(await rawAnswer(request)).toEqual({ status: 400, body: { success: false, error: 'Malformed HTTP request', statusCode: 400 } });
+    }
+    // And the server still serves.
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
   });
 });
 

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { type AddressInfo, connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
 import { testConfig } from './support/app.ts';
@@ -42,5 +44,29 @@ describe('stored logs under a flood of refusals', () => {
     for (const row of rows.filter((row) => row.context.route !== undefined)) expect(row.message).toBe('requests refused');
     // Nothing else was stored per request.
     expect(rows.filter((row) => row.context.route === undefined).map((row) => row.message)).not.toContain('request refused');
+  });
+});
+
+describe('a client that hangs up in the middle of its body', () => {
+  it('is not stored as a server error (it was a database error, 503, before)', async () => {
+    const app = await buildApp({ config: testConfig({ DATABASE_URL: database.url }) });
+    try {
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      const { port } = app.server.address() as AddressInfo;
+      for (let i = 0; i < 3; i += 1) {
+        const socket = connect(port, '127.0.0.1');
+        await once(socket, 'connect');
+        socket.write('POST /api/feedback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":');
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        socket.destroy();
+      }
+      // The server noticed each hang-up before it closes.
+      const openConnections = () => new Promise<number>((resolve, reject) => app.server.getConnections((error, count) => (error ? reject(error) : resolve(count))));
+      await expect.poll(openConnections, { timeout: 5_000 }).toBe(0);
+    } finally {
+      await app.close();
+    }
+    const errors = await database.sql`select message, context from public.app_logs where source = 'server' and level = 'error'`;
+    expect(errors).toEqual([]);
   });
 });

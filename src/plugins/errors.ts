@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
@@ -27,8 +29,6 @@ function describe(error: FastifyError | AppError | Error): { statusCode: number;
   if (fastifyError.validation) {
     return { statusCode: 400, message: 'Validation failed', details: detailsFrom(fastifyError.validation) };
   }
-  const fromDb = fromPostgresError(error);
-  if (fromDb) return { statusCode: fromDb.statusCode, message: fromDb.message };
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -44,10 +44,15 @@ function describe(error: FastifyError | AppError | Error): { statusCode: number;
     case 'FST_ERR_MAX_PARAM_LENGTH':
       return { statusCode: 414, message: 'URI too long' };
   }
+  // An error that carries its own 4xx is the client's, whatever its code: a
+  // client that hangs up mid-body is Node's `aborted` with ECONNRESET, which is
+  // not the database's connection reset. Database errors carry no statusCode.
   const status = fastifyError.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500) {
     return { statusCode: status, message: fastifyError.message };
   }
+  const fromDb = fromPostgresError(error);
+  if (fromDb) return { statusCode: fromDb.statusCode, message: fromDb.message };
   return { statusCode: 500, message: 'Internal server error' };
 }
 
@@ -67,6 +72,32 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
     ...(error instanceof RateLimitError ? { retryAfter: error.retryAfter } : {}),
     ...(statusCode >= 500 ? { requestId: request.id } : {}),
   });
+}
+
+/**
+ * Requests Node's HTTP parser refuses never reach Fastify's hooks: a header
+ * block past the size limit, a malformed request line or length, a request
+ * too slow to arrive. Fastify's default answer has no `success` and names the
+ * status as its error; this one is the same envelope as every other refusal.
+ */
+export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Duplex) {
+  // A reset connection has no one left to answer.
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [statusCode, message] =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request timeout']
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request header fields too large']
+        : [400, 'Malformed HTTP request'];
+  this.log.debug({ err: error, statusCode }, 'request refused by the HTTP parser');
+  if (socket.writable) {
+    const body = JSON.stringify({ success: false, error: message, statusCode });
+    socket.write(
+      `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }
 
 export default fp(
