@@ -89,4 +89,32 @@ describe.runIf(auth)('real sessions and roles', () => {
     expect((await call(base, 'POST', '/api/auth/signin', { body: { email: newEmail, password: 'created-secret' } })).status).toBe(200);
     expect((await call(base, 'POST', '/api/auth/signin', { body: { email, password: 'created-secret' } })).status).toBe(401);
   });
+
+  it('one address asked for by several requests at once: one account, and 409 for the others (not 503)', { timeout: 20_000 }, async () => {
+    const statusesOf = async (answers: Promise<{ status: number; body: any }>[]) => {
+      const settled = await Promise.all(answers);
+      for (const answer of settled.filter((answer) => answer.status === 409)) {
+        expect(answer.body).toEqual({ success: false, error: 'User with this email already exists', statusCode: 409 });
+      }
+      return settled.map((answer) => answer.status).sort();
+    };
+    const signUpEmail = uniqueEmail('race-signup');
+    const signUps = Array.from({ length: 6 }, () => call(base, 'POST', '/api/auth/signup', { body: { email: signUpEmail, password: 'race-secret', name: 'Race Signup' } }));
+    expect(await statusesOf(signUps)).toEqual([201, 409, 409, 409, 409, 409]);
+
+    const createdEmail = uniqueEmail('race-create');
+    const creations = Array.from({ length: 6 }, () =>
+      call(base, 'POST', '/api/users', { token: admin.accessToken, body: { email: createdEmail, password: 'race-secret', name: 'Race Create' } }),
+    );
+    expect(await statusesOf(creations)).toEqual([201, 409, 409, 409, 409, 409]);
+
+    // Three accounts moved to one new address at once.
+    const movers = await Promise.all(['race-move-a', 'race-move-b', 'race-move-c'].map((label) => signUp(base, label)));
+    const movedEmail = uniqueEmail('race-moved');
+    const moves = movers.map((mover) => call(base, 'PUT', `/api/users/${mover.id}`, { token: admin.accessToken, body: { email: movedEmail } }));
+    expect(await statusesOf(moves)).toEqual([200, 409, 409]);
+
+    const accounts = await sql`select email from auth.users where email in (${signUpEmail}, ${createdEmail}, ${movedEmail})`;
+    expect(accounts).toHaveLength(3);
+  });
 });

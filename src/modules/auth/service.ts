@@ -31,6 +31,9 @@ function fail(error: unknown, fallback: AppError, byCode: Record<string, AppErro
 
 export function createAuthService(deps: AuthServiceDeps) {
   const { supabase, db } = deps;
+  /** Whether an account holds `email`; false when the database cannot say either. */
+  const addressTaken = async (email: string) =>
+    (await db.bounded(selectProfileByEmailElevated(db.sql, email)).catch(() => [])).length > 0;
 
   return {
     async signUp(ip: string, input: { email: string; password: string; name: string }) {
@@ -41,6 +44,10 @@ export function createAuthService(deps: AuthServiceDeps) {
       });
       if (error || !data.user) {
         const duplicate = conflict('User with this email already exists');
+        // A sign-up that lost a race for its address fails in the auth
+        // server's database, a 500 'Database error saving new user' like any
+        // other; the address being taken now says which one it was.
+        if (isAuthServerDown(error) && (await addressTaken(input.email))) throw duplicate;
         fail(error, new AppError(500, 'Failed to register user'), {
           user_already_exists: duplicate,
           email_exists: duplicate,

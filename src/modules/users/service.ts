@@ -46,6 +46,18 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
     return user;
   }
 
+  /**
+   * After a failed call to the admin API: whether another account took
+   * `email` at the same moment. The auth server's database refuses the second
+   * of two requests for one address with a 500 ('Database error creating new
+   * user') like any other failure, so the address being held now says which.
+   */
+  async function lostRaceFor(caller: Caller, email: string, error: unknown, ownId?: string): Promise<boolean> {
+    if (!isAuthServerDown(error)) return false;
+    const holder = await readAsCaller(caller, (tx) => getUserByEmail(tx, email)).catch(() => undefined);
+    return holder !== undefined && holder !== null && holder.id !== ownId;
+  }
+
   async function createUser(caller: Caller, { email, password, name }: CreateUserBody): Promise<User> {
     if (!canCreateUser(caller)) throw forbidden();
     // Known duplicates are refused here; the auth server refuses the rest.
@@ -54,7 +66,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
       .admin()
       .auth.admin.createUser({ email, password, email_confirm: true, user_metadata: { name } })
       .catch((thrown: unknown) => ({ data: { user: null }, error: thrown }));
-    if (error || !data.user) throw authAdminError(error);
+    if (error || !data.user) throw (await lostRaceFor(caller, email, error)) ? conflict(DUPLICATE_EMAIL) : authAdminError(error);
     // The trigger on auth.users has written the profile in the same transaction.
     return getUser(caller, data.user.id);
   }
@@ -70,7 +82,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
         .admin()
         .auth.admin.updateUserById(id, { email, email_confirm: true })
         .catch((thrown: unknown) => ({ error: thrown }));
-      if (error) throw authAdminError(error);
+      if (error) throw (await lostRaceFor(caller, email, error, id)) ? conflict(DUPLICATE_EMAIL) : authAdminError(error);
     }
     if (name !== undefined && name !== current.name) {
       const renamed = await asCaller(caller, (tx) => updateUserName(tx, id, name));
