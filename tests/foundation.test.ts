@@ -37,6 +37,45 @@ describe('app foundation', () => {
     expect(response.json()).toEqual({ success: false, error: 'Malformed JSON in request body', statusCode: 400 });
   });
 
+  it('a JSON body must be UTF-8: another charset is 415, bytes that are not UTF-8 are 400, never stored as U+FFFD', async () => {
+    const signIn = (contentType: string, payload: string | Buffer) =>
+      app.inject({ method: 'POST', url: '/api/auth/signin', headers: { 'content-type': contentType }, payload });
+    const latin1 = Buffer.from('{"email":"caf\xe9@example.com"}', 'latin1');
+    for (const contentType of ['application/json; charset=latin1', 'application/json; charset="ISO-8859-1"', 'application/json;charset=utf-16']) {
+      const refused = await signIn(contentType, latin1);
+      expect(refused.statusCode, contentType).toBe(415);
+      expect(refused.json()).toEqual({ success: false, error: 'Unsupported charset; send the body as UTF-8', statusCode: 415 });
+    }
+    const notUtf8 = await signIn('application/json', latin1);
+    expect(notUtf8.statusCode).toBe(400);
+    expect(notUtf8.json()).toEqual({ success: false, error: 'Request body is not valid UTF-8', statusCode: 400 });
+    // UTF-8, said or not, reaches the route (which answers for the missing password).
+    for (const contentType of ['application/json', 'application/json; charset=UTF-8', 'APPLICATION/JSON; Charset=utf8']) {
+      const parsed = await signIn(contentType, Buffer.from('{"email":"café@example.com"}', 'utf8'));
+      expect(parsed.json(), contentType).toMatchObject({ error: 'Email and password are required' });
+    }
+  });
+
+  it('an unpaired surrogate escaped in a JSON string is refused with the field named; a pair (an emoji) is text', async () => {
+    const signIn = (payload: string) => app.inject({ method: 'POST', url: '/api/auth/signin', headers: { 'content-type': 'application/json' }, payload });
+    for (const [payload, field] of [
+      ['{"email":"a\\ud800@example.com","password":"secret1"}', 'email'],
+      ['{"email":"a@example.com","password":"\\udfff\\udfff\\udfff"}', 'password'],
+      ['{"email":"a@example.com","nested":{"deep":["x\\uDBFFy"]}}', 'nested'],
+      ['{"email":"a@example.com","\\ud800":1}', 'body'],
+    ]) {
+      const refused = await signIn(payload);
+      expect(refused.statusCode, payload).toBe(400);
+      expect(refused.json(), payload).toEqual({
+        success: false,
+        error: 'Validation failed',
+        statusCode: 400,
+        details: { [field]: ['Must not contain unpaired surrogates (\\ud800-\\udfff)'] },
+      });
+    }
+    expect((await signIn('{"email":"\\ud83c\\udf89@example.com"}')).json()).toMatchObject({ error: 'Email and password are required' });
+  });
+
   it('returns the caller request id, or makes one', async () => {
     const given = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': 'abc-123.def' } });
     expect(given.headers['x-request-id']).toBe('abc-123.def');

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, validationFailed } from '../lib/errors.ts';
@@ -6,14 +7,23 @@ import { AppError, validationFailed } from '../lib/errors.ts';
 // constructor poisoning), an empty one counting as no body, then refused when
 // they nest deeper than any route needs (validating or serialising a value
 // thousands of levels deep exhausts the stack: a 500 from 10 KB of brackets),
-// or when any string in them holds a NUL character: Postgres can store NUL in
-// neither text nor jsonb, and one such value would otherwise fail a whole
-// batched insert.
+// or when any string in them holds what Postgres cannot store: a NUL
+// character (in neither text nor jsonb) or an unpaired surrogate (`\ud800`
+// escaped in the JSON, which no UTF-8 text can hold; stored, it silently
+// became U+FFFD). One such value would otherwise fail a whole batched insert,
+// or be answered 201 and stored as something else.
+//
+// The bytes must be UTF-8, as JSON's RFC 8259 requires: a body in another
+// charset, or with bytes that are not UTF-8, was decoded with U+FFFD in place
+// of each bad byte and stored that way.
 
 const ESCAPED_NUL = /\\u0000/i;
+const ESCAPED_SURROGATE = /\\ud[89a-f]/i;
 const BLANK = /^\s*$/;
 /** Deepest nesting accepted in a body (the body itself is level 1). */
 const MAX_BODY_DEPTH = 32;
+const NUL_MESSAGE = 'Must not contain NUL (\\u0000) characters';
+const SURROGATE_MESSAGE = 'Must not contain unpaired surrogates (\\ud800-\\udfff)';
 
 /** The top-level field (or `body`) of the first branch nested deeper than MAX_BODY_DEPTH; undefined when none is. */
 function tooDeep(body: unknown): string | undefined {
@@ -28,26 +38,52 @@ function tooDeep(body: unknown): string | undefined {
   return undefined;
 }
 
-function nulPaths(value: unknown, path: string, found: string[]): void {
-  if (found.length >= 10) return;
-  if (typeof value === 'string') {
-    if (value.includes('\u0000')) found.push(path || 'body');
-  } else if (Array.isArray(value)) {
-    value.forEach((item, index) => nulPaths(item, path ? `${path}.${index}` : String(index), found));
-  } else if (value && typeof value === 'object') {
-    for (const [key, item] of Object.entries(value)) {
-      if (key.includes('\u0000')) found.push(path ? `${path}.${key.replaceAll('\u0000', '')}` : 'body');
-      nulPaths(item, path ? `${path}.${key}` : key, found);
+/** What is wrong with one string, if anything. */
+function unstorable(text: string): string | undefined {
+  if (text.includes('\u0000')) return NUL_MESSAGE;
+  if (!text.isWellFormed()) return SURROGATE_MESSAGE;
+  return undefined;
+}
+
+/** Top-level field (or `body`) → message, for strings (values or keys) Postgres cannot store; at most 10. */
+function unstorableFields(body: unknown): Map<string, string> {
+  const found = new Map<string, string>();
+  const visit = (value: unknown, field: string | undefined) => {
+    if (found.size >= 10) return;
+    if (typeof value === 'string') {
+      const problem = unstorable(value);
+      if (problem && !found.has(field ?? 'body')) found.set(field ?? 'body', problem);
+    } else if (value && typeof value === 'object') {
+      for (const [key, item] of Object.entries(value)) {
+        const problem = unstorable(key);
+        if (problem) found.set(field ?? 'body', problem);
+        visit(item, field ?? key);
+      }
     }
-  }
+  };
+  visit(body, undefined);
+  return found;
+}
+
+/** The `charset` of a Content-Type header, lower case; undefined when it names none. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  return /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
 }
 
 type BodyParser = Parameters<FastifyInstance['addContentTypeParser']>[2];
 
-/** Fastify's JSON parser, refusing bodies nested too deep or with a NUL in any string (with the field named). */
+/**
+ * Fastify's JSON parser over a UTF-8 body (given as a Buffer), refusing bodies
+ * nested too deep or with strings Postgres cannot store (the field named).
+ */
 export function jsonBodyParser(app: FastifyInstance): BodyParser {
   const parse = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
+    const charset = charsetOf(request.headers['content-type']);
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      return done(new AppError(415, 'Unsupported charset; send the body as UTF-8'), undefined);
+    }
+    if (typeof body !== 'string' && !isUtf8(body)) return done(new AppError(400, 'Request body is not valid UTF-8'), undefined);
     const text = typeof body === 'string' ? body : body.toString('utf8');
     // Clients send `Content-Type: application/json` on a POST without a body
     // (sign out, say): that is no body, not malformed JSON.
@@ -56,20 +92,19 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
       if (error) return done(error, undefined);
       const deep = tooDeep(value);
       if (deep !== undefined) return done(validationFailed({ [deep]: [`Must be nested at most ${MAX_BODY_DEPTH} levels deep`] }), undefined);
-      if (!ESCAPED_NUL.test(text)) return done(null, value);
-      const found: string[] = [];
-      nulPaths(value, '', found);
-      if (found.length === 0) return done(null, value);
+      // Either can only come from an escape in the text; most bodies have none.
+      if (!ESCAPED_NUL.test(text) && !ESCAPED_SURROGATE.test(text)) return done(null, value);
+      const found = unstorableFields(value);
+      if (found.size === 0) return done(null, value);
       // Keyed by top-level field, like every other validation detail.
-      const fields = new Set(found.map((path) => path.split('.')[0]));
-      done(validationFailed(Object.fromEntries([...fields].map((field) => [field, ['Must not contain NUL (\\u0000) characters']]))), undefined);
+      done(validationFailed(Object.fromEntries([...found].map(([field, message]) => [field, [message]]))), undefined);
     });
   };
 }
 
 export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
-    app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonBodyParser(app));
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
     // Fastify reads text/plain as a string, which a JSON route then refuses as
     // "expected object": text in it is 415 instead, as for any other type
     // (fetch sends text/plain when a front end forgets the header). An empty

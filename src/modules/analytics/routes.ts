@@ -40,7 +40,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   // This plugin is encapsulated: only the analytics routes read text/plain as
   // JSON (the root refuses it, plugins/json-body.ts).
   app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('text/plain', { parseAs: 'string' }, jsonBodyParser(app));
+  app.addContentTypeParser('text/plain', { parseAs: 'buffer' }, jsonBodyParser(app));
 
   await app.register(analyticsBatcherPlugin, { config });
   await app.register(analyticsRetentionPlugin, { config });
