@@ -117,10 +117,17 @@ describe('/api/auth errors (SPEC section 7)', () => {
     expect(signout.json()).toEqual({ success: false, error: 'No active session', statusCode: 401 });
   });
 
-  it('refresh: missing refresh token → 400', async () => {
-    const response = await post(app, '/refresh', {});
-    expect(response.statusCode).toBe(400);
-    expect(response.json()).toMatchObject({ error: 'Validation failed', details: { refreshToken: ['Refresh token is required'] } });
+  it('refresh: missing, empty or over-long refresh token → 400 naming what is wrong', async () => {
+    for (const [body, message] of [
+      [{}, 'Refresh token is required'],
+      [{ refreshToken: '' }, 'Refresh token is required'],
+      [{ refreshToken: 'r'.repeat(4097) }, 'Refresh token must be at most 4096 characters'],
+      [{ refreshToken: 42 }, 'Refresh token must be a string'],
+    ] as const) {
+      const response = await post(app, '/refresh', body);
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toMatchObject({ error: 'Validation failed', details: { refreshToken: [message] } });
+    }
   });
 
   it('reset-password: missing → 400 Email is required; unknown → 404', async () => {

@@ -4,9 +4,23 @@ import { z } from 'zod';
 // password and name, text and JSON Postgres can store, the message-only
 // response, list pagination.
 
-/** A string field whose absence and wrong type get their own messages. */
+/**
+ * A string field whose every refusal names it: absence, wrong type, and the
+ * length checks chained on it without a message of their own (the schema's
+ * message would otherwise stand for all of them: an empty token was
+ * "Token must be a string").
+ */
 export const requiredString = (label: string) =>
-  z.string({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a string`) });
+  z.string({
+    // zod types this map for the type check alone, but it answers for the length checks too.
+    error: (typeIssue) => {
+      const issue = typeIssue as { code: string; input?: unknown; minimum?: unknown; maximum?: unknown };
+      if (issue.input === undefined) return `${label} is required`;
+      if (issue.code === 'too_small') return issue.minimum === 1 ? `${label} is required` : `${label} must be at least ${issue.minimum} characters`;
+      if (issue.code === 'too_big') return `${label} must be at most ${issue.maximum} characters`;
+      return `${label} must be a string`;
+    },
+  });
 
 /**
  * The auth server also refuses a domain label over 63 characters or ending in
