@@ -10,6 +10,9 @@ import { buildTestApp } from './support/app.ts';
 
 let server: Server;
 let mode: 'ok' | 'error' = 'ok';
+const ANON_KEY = 'anon-key-of-the-project';
+/** The apikey header of each JWKS request: the project's gateway answers a request without the anon key 401. */
+const apikeysSeen: (string | undefined)[] = [];
 let baseUrl: string;
 const keys = await generateKeyPair('ES256');
 const stranger = await generateKeyPair('ES256');
@@ -19,6 +22,12 @@ beforeAll(async () => {
   server = createServer((request, response) => {
     if (mode === 'error' || !request.url?.endsWith('/auth/v1/.well-known/jwks.json')) {
       response.writeHead(500).end('upstream broke');
+      return;
+    }
+    const apikey = request.headers.apikey as string | undefined;
+    apikeysSeen.push(apikey);
+    if (apikey !== ANON_KEY) {
+      response.writeHead(401, { 'content-type': 'application/json' }).end('{"message":"No API key found in request"}');
       return;
     }
     response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] }));
@@ -66,9 +75,10 @@ describe('JWKS fetch failures', () => {
     }
   });
 
-  it('with the JWKS up, a token signed by a key it does not hold is still 401', async () => {
+  it('with the JWKS up, a token signed by a key it does not hold is still 401; the keys are asked for with the anon key', async () => {
     mode = 'ok';
-    const app = await buildTestApp({ SUPABASE_URL: baseUrl });
+    apikeysSeen.length = 0;
+    const app = await buildTestApp({ SUPABASE_URL: baseUrl, SUPABASE_ANON_KEY: ANON_KEY });
     try {
       for (const bad of [await token(stranger.privateKey), await token(stranger.privateKey, 'unknown-kid')]) {
         const response = await app.inject({ method: 'GET', url: '/api/users/me', headers: { authorization: `Bearer ${bad}` } });
@@ -77,5 +87,7 @@ describe('JWKS fetch failures', () => {
     } finally {
       await app.close();
     }
+    expect(apikeysSeen.length).toBeGreaterThan(0);
+    expect(apikeysSeen.every((apikey) => apikey === ANON_KEY)).toBe(true);
   });
 });

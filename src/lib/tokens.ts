@@ -54,6 +54,8 @@ export interface TokenVerifierOptions {
   jwtSecret?: string;
   /** Base URL of the Supabase project; its JWKS serves asymmetric keys. */
   supabaseUrl?: string;
+  /** The project's anon key, sent as `apikey` as supabase-js does: a gateway in front of the auth server may refuse a request without it. */
+  anonKey?: string;
   /** Secret of the legacy admin token (SPEC 5.5). */
   adminJwtSecret?: string;
 }
@@ -77,6 +79,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
     ? createRemoteJWKSet(new URL('auth/v1/.well-known/jwks.json', options.supabaseUrl.replace(/\/?$/, '/')), {
         cooldownDuration: 30_000,
         cacheMaxAge: 10 * 60_000,
+        ...(options.anonKey ? { headers: { apikey: options.anonKey } } : {}),
       })
     : undefined;
 

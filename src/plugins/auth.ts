@@ -96,6 +96,7 @@ export default fp<AuthPluginOptions>(
     const verify = createTokenVerifier({
       jwtSecret: config.SUPABASE_JWT_SECRET,
       supabaseUrl: config.SUPABASE_URL,
+      anonKey: config.SUPABASE_ANON_KEY,
       adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
     // Sessions seen open, each trusted for sessionCacheMs. Bounded: a flood of
