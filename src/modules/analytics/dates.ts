@@ -35,3 +35,9 @@ export function addDays(day: string, days: number): string {
 export function daysInRange(start: string, end: string): number {
   return Math.round((Date.parse(`${end}T00:00:00Z`) - Date.parse(`${start}T00:00:00Z`)) / DAY_MS) + 1;
 }
+
+/** The same day a year later (29 February gives 1 March): a year's range is 366 or 367 days, both ends included. */
+export function sameDayNextYear(day: string): string {
+  const [year, month, date] = day.split('-').map(Number);
+  return utcDay(new Date(Date.UTC(year + 1, month - 1, date)));
+}

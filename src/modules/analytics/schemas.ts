@@ -1,13 +1,12 @@
 import { z } from 'zod';
 import { boundedJsonObject, isStorableText, requiredString } from '../../lib/schemas.ts';
-import { addDays, daysInRange, isCalendarDay, utcDay } from './dates.ts';
+import { addDays, daysInRange, isCalendarDay, sameDayNextYear, utcDay } from './dates.ts';
 
 // Request and response shapes of the analytics routes (SPEC sections 2 and 4).
 // Every input is bounded; dates are whole UTC days.
 
 export const EVENT_TYPES = ['page_view', 'click', 'form_submit', 'custom'] as const;
 export const METADATA_MAX_BYTES = 4096;
-export const MAX_RANGE_DAYS = 366;
 export const DEFAULT_RANGE_DAYS = 30;
 /** An hour, in milliseconds: the longest metadata.loadTime counted in avgLoadTime. */
 export const LOAD_TIME_MAX_MS = 3_600_000;
@@ -58,19 +57,23 @@ const day = (label: string) =>
     .refine(isCalendarDay, `${label} must be a date written YYYY-MM-DD`)
     .optional();
 
-/** Fills in the default range: the last 30 days up to today (UTC), or 30 days up to endDate. */
+/**
+ * Fills in the default range: the last 30 days up to today (UTC), or 30 days
+ * up to endDate. A startDate alone runs to today, or to itself when it is
+ * after today: a caller east of UTC asking for its own today is a day ahead.
+ */
 function resolveRange<Q extends { startDate?: string; endDate?: string }>(query: Q) {
-  const endDate = query.endDate ?? utcDay(new Date());
+  const today = utcDay(new Date());
+  const endDate = query.endDate ?? (query.startDate !== undefined && query.startDate > today ? query.startDate : today);
   const startDate = query.startDate ?? addDays(endDate, -(DEFAULT_RANGE_DAYS - 1));
   return { ...query, startDate, endDate };
 }
 
+/** Start not after end, and a year at most: a range from a day to the same day a year later is allowed, 29 February or not. */
 function checkRange({ startDate, endDate }: { startDate: string; endDate: string }, context: z.RefinementCtx) {
-  const days = daysInRange(startDate, endDate);
-  if (days < 1) context.addIssue({ code: 'custom', path: ['startDate'], message: 'Start date must not be after end date' });
-  else if (days > MAX_RANGE_DAYS) {
-    context.addIssue({ code: 'custom', path: ['endDate'], message: `Date range must be at most ${MAX_RANGE_DAYS} days` });
-  }
+  if (daysInRange(startDate, endDate) < 1) context.addIssue({ code: 'custom', path: ['startDate'], message: 'Start date must not be after end date' });
+  // YYYY-MM-DD strings sort as the days do.
+  else if (endDate > sameDayNextYear(startDate)) context.addIssue({ code: 'custom', path: ['endDate'], message: 'Date range must be at most one year' });
 }
 
 const websiteId = z.uuid({ error: (issue) => (issue.input === undefined ? 'Website id is required' : 'Website id must be a UUID') });
