@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
 import { LogSink } from './lib/log-sink.ts';
+import { parseQueryString } from './lib/query-string.ts';
 import { replySerializerCompiler } from './lib/reply-serializer.ts';
 import { loggerOptions } from './logger.ts';
 import adminRoutes from './modules/admin/routes.ts';
@@ -62,7 +63,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // GET /api/users/email/:email takes an address of up to 254 characters, and more once percent-encoded.
-    routerOptions: { maxParamLength: 1024 },
+    routerOptions: { maxParamLength: 1024, querystringParser: parseQueryString },
     trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long

@@ -89,6 +89,14 @@ describe('websites routes', () => {
     expect(page.json().data).toHaveLength(1);
     const bad = await app.inject({ method: 'GET', url: '/api/websites?limit=0', headers: auth });
     expect(bad.json()).toMatchObject({ statusCode: 400, details: { limit: ['Limit must be an integer from 1 to 100'] } });
+    // A key given no value is not given: the defaults, as a front end's "All" option sends.
+    for (const query of ['limit=&offset=', 'limit=&limit=&offset=']) {
+      const empty = await app.inject({ method: 'GET', url: `/api/websites?${query}`, headers: auth });
+      expect(empty.statusCode, query).toBe(200);
+      expect(empty.json().pagination, query).toMatchObject({ limit: 20, offset: 0 });
+    }
+    const repeated = await app.inject({ method: 'GET', url: '/api/websites?limit=&limit=1', headers: auth });
+    expect(repeated.json().pagination).toMatchObject({ limit: 1 });
   });
 
   it('PUT /:id updates the given fields; unknown id → 404', async () => {
