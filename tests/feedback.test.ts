@@ -97,6 +97,24 @@ describe('POST /api/feedback (public submission)', () => {
     expect(response.json()).toMatchObject({ success: false, error: 'Validation failed', details: { [field]: [message] } });
   });
 
+  // An unpaired surrogate (half an emoji, JSON "\ud800") was stored as U+FFFD
+  // with a 201. The body parser refuses it before the schema does
+  // (plugins/json-body.ts; the schema's own refusal: src/modules/feedback/schemas.test.ts);
+  // either way, on the field.
+  it.each([
+    ['name', { name: 'Ann \ud800' }],
+    ['email', { email: 'ann\udc00@example.test' }],
+    ['comment', { comment: 'Half an emoji \ud83d, then the rest' }],
+    ['location', { location: 'https://example.test/\udfff' }],
+  ])('%s with an unpaired surrogate → 400 naming the field, nothing stored', async (field, overrides) => {
+    const websiteId = await createWebsite(sql);
+    const response = await submit(feedbackBody({ websiteId, ...overrides }));
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ success: false, error: 'Validation failed', statusCode: 400 });
+    expect(Object.keys(response.json().details)).toEqual([field]);
+    expect(await sql`select id from public.feedback where website_id = ${websiteId}`).toEqual([]);
+  });
+
   it('accepts RFC 5322 addresses beyond the everyday shape', async () => {
     for (const email of ["o'brien+feedback@example.test", 'first.last@sub.example.test']) {
       expect((await submit(feedbackBody({ email }))).statusCode, email).toBe(201);
@@ -340,6 +358,18 @@ describe('PUT /api/feedback/:id (admin triage)', () => {
     expect(response.statusCode).toBe(400);
     expect(response.json()).toMatchObject({ success: false, error: 'Validation failed', statusCode: 400 });
     expect(Object.keys(response.json().details)).toEqual([field]);
+  });
+
+  it.each([
+    ['adminNotes', { status: 'resolved', adminNotes: 'Half an emoji \ud83d' }],
+    ['resolvedBy', { status: 'resolved', resolvedBy: 'Ada \udfff' }],
+  ])('%s with an unpaired surrogate → 400 naming the field, nothing changed', async (field, body) => {
+    const id = await submitted();
+    const response = await update(id, body);
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({ success: false, error: 'Validation failed', statusCode: 400 });
+    expect(Object.keys(response.json().details)).toEqual([field]);
+    expect(await resolvedAtOf(id)).toEqual({ status: 'pending', admin_notes: null, resolved_by: null, resolved_at: null });
   });
 
   it('unknown id → 404; malformed id → 400', async () => {

@@ -25,7 +25,7 @@ export interface FeedbackFilter {
   websiteId?: string;
 }
 
-/** A row as the list reads it: timestamps as PostgreSQL's text (see isoTimestamp), under names of their own. */
+/** A row as the list (and the one-item read) reads it: timestamps as PostgreSQL's text (see isoTimestamp), under names of their own. */
 interface FeedbackRow {
   id: string;
   name: string;
@@ -98,20 +98,30 @@ export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<num
 }
 
 /**
- * A page of feedback, newest first (id breaks ties so pages never overlap).
- * The timestamps' text has names of its own: as `created_at`, the ORDER BY
- * would sort by the text column, not the indexed timestamp.
+ * The columns of a FeedbackRow. The timestamps' text has names of its own: as
+ * `created_at`, the list's ORDER BY would sort by the text column, not the
+ * indexed timestamp.
  */
+const feedbackColumns = (tx: Tx) => tx`
+  id, name, email, comment, rating, status, location, category, screenshot_type, screenshot_bytes,
+  admin_notes, resolved_by, resolved_at::text as resolved_at_text, website_id,
+  created_at::text as created_at_text, updated_at::text as updated_at_text`;
+
+/** A page of feedback, newest first (id breaks ties so pages never overlap). */
 export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { limit: number; offset: number }): Promise<Feedback[]> {
   const rows = await tx<FeedbackRow[]>`
-    select id, name, email, comment, rating, status, location, category, screenshot_type, screenshot_bytes,
-           admin_notes, resolved_by, resolved_at::text as resolved_at_text, website_id,
-           created_at::text as created_at_text, updated_at::text as updated_at_text
+    select ${feedbackColumns(tx)}
       from public.feedback
       ${where(tx, filter)}
      order by created_at desc, id desc
      limit ${page.limit} offset ${page.offset}`;
   return rows.map(toFeedback);
+}
+
+/** One feedback item as the list shows it; undefined when no row with that id is visible. */
+export async function feedbackById(tx: Tx, id: string): Promise<Feedback | undefined> {
+  const [row] = await tx<FeedbackRow[]>`select ${feedbackColumns(tx)} from public.feedback where id = ${id}`;
+  return row && toFeedback(row);
 }
 
 /** One feedback item's screenshot data URL; undefined when the row is not visible, null when it has none. */

@@ -6,6 +6,7 @@ import { noStore } from '../../plugins/security.ts';
 import { createCaptchaVerifier } from './captcha.ts';
 import {
   FeedbackIdParamsSchema,
+  FeedbackItemResponseSchema,
   CsvResponseSchema,
   ExportFeedbackQuerySchema,
   ListFeedbackQuerySchema,
@@ -20,7 +21,7 @@ import { createFeedbackService, FEEDBACK_CSV_COLUMNS } from './service.ts';
 import { csvStream, sendCsv } from '../../lib/csv.ts';
 
 // SPEC section 4, feedback routes: public submission (and its legacy path),
-// admin list (and its alias) and admin triage.
+// admin list (and its alias), one item, and admin triage.
 
 /** Room for a 5 MiB screenshot as base64 plus the other fields; the global limit stays small. */
 export const SUBMIT_BODY_LIMIT = MAX_SCREENSHOT_CHARS + 256 * 1024;
@@ -66,6 +67,26 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
       return { success: true as const, data, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
     });
   }
+
+  // The item the notification e-mail links to. Fastify matches the static
+  // paths beside it (/export, /get-feedback) before this parameter.
+  app.get(
+    '/api/feedback/:id',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        tags: ['feedback'],
+        summary: 'One feedback item, as the list shows it (admin)',
+        security: [{ bearer: [] }],
+        params: FeedbackIdParamsSchema,
+        response: { 200: FeedbackItemResponseSchema },
+      },
+    },
+    async function getFeedback(request) {
+      const data = await feedback.findFeedback(callerOf(request), request.params.id);
+      return { success: true as const, data };
+    },
+  );
 
   app.get(
     '/api/feedback/:id/screenshot',

@@ -1,18 +1,24 @@
 import { z } from 'zod';
-import { limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
+import { isStorableText, limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
 import { SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
 
 // Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
-// Limits apply to the text as typed; it is HTML-escaped afterwards.
+// Limits apply to the text as typed; it is HTML-escaped afterwards. Text that
+// Postgres cannot store (an unpaired surrogate would be written as U+FFFD) is
+// refused by name rather than changed.
 
 export const FEEDBACK_STATUSES = ['pending', 'resolved', 'archived'] as const;
 export const FEEDBACK_CATEGORIES = ['Bug Report', 'Feature Request', 'General Feedback'] as const;
 
 export const FeedbackStatusSchema = z.enum(FEEDBACK_STATUSES, { error: `Status must be one of: ${FEEDBACK_STATUSES.join(', ')}` });
 
-/** A required string whose missing and wrong-type errors name the field. */
+const unstorable = (label: string) => `${label} must not contain NUL characters or unpaired surrogates`;
+
+/** A required, storable string whose missing and wrong-type errors name the field. */
 const text = (label: string) =>
-  requiredString(label).trim();
+  requiredString(label)
+    .trim()
+    .refine(isStorableText, unstorable(label));
 
 /** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
 export const SubmitFeedbackBodySchema = z.object({
@@ -27,6 +33,7 @@ export const SubmitFeedbackBodySchema = z.object({
   location: z
     .url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' })
     .max(2048, 'Location must be at most 2048 characters')
+    .refine(isStorableText, unstorable('Location'))
     .optional(),
   category: z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` }).optional(),
   screenshot: z
@@ -96,17 +103,25 @@ export const ListFeedbackResponseSchema = z.object({
   pagination: PaginationSchema,
 });
 
+/** One feedback item (the page the notification e-mail links to). */
+export const FeedbackItemResponseSchema = z.object({ success: z.literal(true), data: FeedbackSchema });
+
 export const FeedbackIdParamsSchema = z.object({ id: z.uuid({ error: 'Feedback id must be a UUID' }) });
 
 export const UpdateFeedbackBodySchema = z
   .object({
     status: FeedbackStatusSchema.optional(),
-    adminNotes: z.string({ error: 'Admin notes must be a string' }).max(5000, 'Admin notes must be at most 5000 characters').optional(),
+    adminNotes: z
+      .string({ error: 'Admin notes must be a string' })
+      .max(5000, 'Admin notes must be at most 5000 characters')
+      .refine(isStorableText, unstorable('Admin notes'))
+      .optional(),
     resolvedBy: z
       .string({ error: 'resolvedBy must be a string' })
       .trim()
       .min(1, 'resolvedBy must not be empty')
       .max(200, 'resolvedBy must be at most 200 characters')
+      .refine(isStorableText, unstorable('resolvedBy'))
       .optional(),
   })
   .refine((body) => body.status !== undefined || body.adminNotes !== undefined || body.resolvedBy !== undefined, {

@@ -5,8 +5,9 @@ import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
 import type { CsvSink } from '../../lib/csv.ts';
-import { countFeedback, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
+import { countFeedback, feedbackById, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
 import { screenshotFile } from './screenshot.ts';
+import { unescapeStoredText } from './stored-text.ts';
 import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
 
 // Feedback operations. Submissions run as `anon` under row-level security;
@@ -18,6 +19,11 @@ const SUBMITTER = dbActorOf(null);
 const EXPORT_CURSOR_ROWS = 500;
 
 type ExportRow = Awaited<ReturnType<typeof selectFeedbackForExport>>[number];
+/**
+ * Stored text as typed: a spreadsheet shows `&lt;` as it is. Formulas that
+ * come back with the unescaping are still defused: csvCell sees this value.
+ */
+const plain = (value: string | null) => (value === null ? null : unescapeStoredText(value));
 /** The export's columns, in order: header and how each is read from a row. */
 export const FEEDBACK_CSV_COLUMNS: Array<[string, (row: ExportRow) => unknown]> = [
   ['id', (row) => row.id],
@@ -25,14 +31,14 @@ export const FEEDBACK_CSV_COLUMNS: Array<[string, (row: ExportRow) => unknown]> 
   ['updatedAt', (row) => row.updated_at],
   ['status', (row) => row.status],
   ['rating', (row) => row.rating],
-  ['category', (row) => row.category],
-  ['name', (row) => row.name],
-  ['email', (row) => row.email],
-  ['comment', (row) => row.comment],
-  ['location', (row) => row.location],
+  ['category', (row) => plain(row.category)],
+  ['name', (row) => plain(row.name)],
+  ['email', (row) => plain(row.email)],
+  ['comment', (row) => plain(row.comment)],
+  ['location', (row) => plain(row.location)],
   ['websiteId', (row) => row.website_id],
-  ['adminNotes', (row) => row.admin_notes],
-  ['resolvedBy', (row) => row.resolved_by],
+  ['adminNotes', (row) => plain(row.admin_notes)],
+  ['resolvedBy', (row) => plain(row.resolved_by)],
   ['resolvedAt', (row) => row.resolved_at],
 ];
 
@@ -90,6 +96,13 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
         const [total, data] = await Promise.all([countFeedback(tx, filter), listFeedback(tx, filter, query)]);
         return { data, total };
       });
+    },
+
+    /** One feedback item, as a list row; 404 when it is not visible (the message PUT answers for an unknown id). */
+    async findFeedback(caller: Caller, id: string): Promise<Feedback> {
+      const item = await db.readAtOnceAsActor(dbActorOf(caller), (tx) => feedbackById(tx, id));
+      if (!item) throw notFound('Feedback not found');
+      return item;
     },
 
     /** One screenshot as bytes to serve; 404 when the feedback is not visible or has none. */

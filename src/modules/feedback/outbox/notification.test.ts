@@ -2,17 +2,7 @@ import escapeHtml from 'escape-html';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../config.ts';
-import { adminUrl, renderFeedbackNotification, unescapeStoredText } from './notification.ts';
-
-describe('unescapeStoredText', () => {
-  it('is the inverse of escape-html for every string', () => {
-    fc.assert(fc.property(fc.string({ unit: 'binary' }), (text) => unescapeStoredText(escapeHtml(text)) === text));
-  });
-
-  it('turns back one level only', () => {
-    expect(unescapeStoredText('&amp;lt;b&amp;gt;')).toBe('&lt;b&gt;');
-  });
-});
+import { adminUrl, renderFeedbackNotification } from './notification.ts';
 
 describe('renderFeedbackNotification', () => {
   const stored = {

@@ -1,6 +1,7 @@
 import escapeHtml from 'escape-html';
 import type { Config } from '../../../config.ts';
 import { frontendUrl } from '../../../config.ts';
+import { unescapeStoredText } from '../stored-text.ts';
 
 // The administrators' e-mail about new feedback (SPEC section 6): subject
 // `New Feedback Submission`, the submitter's name and e-mail, rating,
@@ -32,13 +33,6 @@ export function adminUrl(config: Config): string {
 
 export function feedbackLink(base: string, id: string): string {
   return `${base}/feedback/${encodeURIComponent(id)}`;
-}
-
-// escape-html has no inverse. Stored text went through it, so exactly its
-// five entities are turned back, in one pass (`&amp;lt;` becomes `&lt;`).
-const ENTITIES: Record<string, string> = { '&amp;': '&', '&lt;': '<', '&gt;': '>', '&quot;': '"', '&#39;': "'" };
-export function unescapeStoredText(value: string): string {
-  return value.replace(/&(?:amp|lt|gt|quot|#39);/g, (entity) => ENTITIES[entity]);
 }
 
 // Line breaks and other control characters (C0, C1, the Unicode line and
