@@ -6,7 +6,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SESSION_COOKIE, sessionCookieOptions } from '../src/modules/admin/status/routes.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
-import { legacyAdmin } from './support/admin-auth.ts';
+import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
 import { launchChromium } from './support/browser.ts';
 import { realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
 
@@ -61,8 +61,21 @@ describe('/admin/status over HTTP', () => {
     expect(script.statusCode).toBe(200);
     expect(script.headers['content-type']).toBe('text/javascript; charset=utf-8');
     expect((await app.inject({ method: 'GET', url: '/admin/status/assets/style.css' })).headers['content-type']).toBe('text/css; charset=utf-8');
-    for (const url of ['/admin/status/assets/routes.ts', '/admin/status/assets/..%2Froutes.ts', '/admin/status/assets/index.html']) {
-      expect((await app.inject({ method: 'GET', url })).statusCode).toBe(404);
+    const strangers = ['routes.ts', '..%2Froutes.ts', 'index.html'];
+    // Names every plain object answers to.
+    const inherited = ['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf'];
+    for (const file of [...strangers, ...inherited]) {
+      expect.soft((await app.inject({ method: 'GET', url: `/admin/status/assets/${file}` })).statusCode, file).toBe(404);
+    }
+  });
+
+  it('tells the page whether its credentials still open the dashboard (GET /admin/status/session)', async () => {
+    await expectRefused(app, { method: 'GET', url: '/admin/status/session' });
+    const token = admin.authorization.replace('Bearer ', '');
+    for (const headers of [admin, { cookie: `${SESSION_COOKIE}=${token}` }]) {
+      const response = await app.inject({ method: 'GET', url: '/admin/status/session', headers });
+      expect(response.statusCode).toBe(200);
+      expect(response.json()).toEqual({ success: true, message: 'Signed in' });
     }
   });
 
@@ -247,7 +260,7 @@ describe.runIf(auth)('/admin/status sign-in in Chromium with a real admin accoun
     await page.fill('#password', plain.password);
     await page.click('button[type=submit]');
     await page.waitForSelector('#error:not([hidden])');
-    expect(await page.textContent('#error')).toBe('Insufficient permissions');
+    expect(await page.textContent('#error')).toBe('This account is not an administrator.');
 
     await page.fill('#email', admin.email);
     await page.fill('#password', admin.password);

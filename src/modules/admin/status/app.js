@@ -3,7 +3,8 @@ import { drawLineChart } from './charts.js';
 // The live dashboard: one EventSource on /admin/status/stream (same origin,
 // so the session cookie or the browser's Authorization header goes along).
 // `history` brings the samples of the last minutes, then a `snapshot` every
-// second brings current figures and the newest sample.
+// second brings current figures and the newest sample. The page stops for good
+// when another tab has taken its stream or its session has ended, and says so.
 
 const WINDOW_SECONDS = 300;
 const $ = (id) => document.getElementById(id);
@@ -133,9 +134,43 @@ function drawCharts() {
   drawLineChart($('chart-lag'), [{ label: 'p99', color: color('--c3', '#faad14'), values: pick((s) => s.eventLoopLagP99Ms) }], options);
 }
 
+// Why the page stopped, and what its link (to the page itself) does about it.
+const STOPPED = {
+  replaced: ['Opened in another tab', 'reload to watch here'],
+  401: ['Your session has ended', 'sign in again'],
+  403: ['This account is no longer an administrator', 'sign in again'],
+};
+
+/** Shows that the figures are no longer updated, and why when it is known. */
+function stop(why) {
+  source.close();
+  document.body.classList.add('stale');
+  if (!why) return setConnection('disconnected – reload', 'warn');
+  setConnection('stopped', 'warn');
+  const [text, action] = why;
+  $('notice-text').textContent = `${text} —`;
+  $('notice-action').textContent = action;
+  $('notice').hidden = false;
+}
+
+/** EventSource cannot read the status of a refused request; the session endpoint answers the same guard with one. */
+async function explainRefusal() {
+  const response = await fetch('/admin/status/session', { credentials: 'same-origin', cache: 'no-store' }).catch(() => undefined);
+  stop(STOPPED[response?.status]);
+}
+
 const source = new EventSource('/admin/status/stream');
 source.addEventListener('open', () => setConnection('live', 'ok'));
-source.addEventListener('error', () => setConnection(source.readyState === EventSource.CLOSED ? 'disconnected – reload' : 'reconnecting…', 'warn'));
+source.addEventListener('error', () => {
+  // CONNECTING: the browser retries by itself (a dropped link, a restarting server). CLOSED: a retry was refused.
+  if (source.readyState === EventSource.CLOSED) void explainRefusal();
+  else setConnection('reconnecting…', 'warn');
+});
+source.addEventListener('end', (event) => {
+  // Reconnecting would end this admin's next-oldest stream, whose tab would do the same, without end.
+  // Any other end (sign-out, shutdown) is left to the retry: its answer says what happened.
+  if (JSON.parse(event.data).code === 'replaced') stop(STOPPED.replaced);
+});
 source.addEventListener('history', (event) => {
   samples.splice(0, samples.length, ...JSON.parse(event.data));
   drawCharts();

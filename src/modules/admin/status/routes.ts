@@ -12,8 +12,8 @@ import { bearerToken, type Caller, callerOf, isAdmin } from '../../../plugins/au
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
 import { createHealthService } from '../health.ts';
 import { AssetParamsSchema, SignInBodySchema } from './schemas.ts';
-import { createStatusSessionService } from './session.ts';
-import { createStreamRegistry } from './streams.ts';
+import { createStatusSessionService, NOT_AN_ADMIN } from './session.ts';
+import { createStreamRegistry, END_REASONS, type EndReason } from './streams.ts';
 
 // /admin/status: the live dashboard (SPEC section 1), admin only. The page and
 // its assets are plain files in this folder; numbers arrive as server-sent
@@ -24,14 +24,17 @@ import { createStreamRegistry } from './streams.ts';
 export const SESSION_COOKIE = 'admin_status_session';
 /** Open dashboard streams one admin may hold; a new one ends the oldest. */
 export const MAX_STREAMS_PER_ADMIN = 3;
+/** How long a browser waits before it opens a stream again after losing one. */
+export const STREAM_RETRY_MS = 3_000;
 const HERE = import.meta.dirname;
-const ASSETS: Record<string, string> = {
-  'app.js': 'text/javascript; charset=utf-8',
-  'charts.js': 'text/javascript; charset=utf-8',
-  'signin.js': 'text/javascript; charset=utf-8',
-  'style.css': 'text/css; charset=utf-8',
-};
-
+// A Map, not an object literal: a lookup by the URL's file name must not
+// find what every object inherits (`constructor`, `__proto__`, …).
+const ASSETS = new Map([
+  ['app.js', 'text/javascript; charset=utf-8'],
+  ['charts.js', 'text/javascript; charset=utf-8'],
+  ['signin.js', 'text/javascript; charset=utf-8'],
+  ['style.css', 'text/css; charset=utf-8'],
+]);
 
 /** The session cookie: HttpOnly, SameSite=Strict, Secure in production, sent only to the dashboard's paths. */
 export function sessionCookieOptions(config: Config, maxAge?: number) {
@@ -58,7 +61,7 @@ export interface StatusOptions {
 const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000, stalledLimitMs = 60_000, activeVisitors }) => {
   if (!app.hasRequestDecorator('cookies')) await app.register(cookie);
   const files = Object.fromEntries(
-    await Promise.all(['index.html', 'signin.html', ...Object.keys(ASSETS)].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
+    await Promise.all(['index.html', 'signin.html', ...ASSETS.keys()].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
   ) as Record<string, string>;
   const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox }).cachedHealthCheck();
   const requireAdmin = app.requireRole('admin');
@@ -96,14 +99,14 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       await authorize(request, reply);
     } catch (error) {
       if (!(error instanceof AppError) || (error.statusCode !== 401 && error.statusCode !== 403)) throw error;
-      const reason = error.statusCode === 403 ? 'This account is not an administrator.' : 'Sign in with an administrator account.';
+      const reason = error.statusCode === 403 ? NOT_AN_ADMIN : 'Sign in with an administrator account.';
       return page(reply, error.statusCode, files['signin.html'].replace('{{reason}}', escapeHtml(reason)));
     }
     return page(reply, 200, files['index.html']);
   });
 
   app.get('/assets/:file', { schema: { hide: true, params: AssetParamsSchema } }, async function sendAsset(request, reply) {
-    const type = ASSETS[request.params.file];
+    const type = ASSETS.get(request.params.file);
     if (!type) return reply.callNotFound();
     return reply.header('cache-control', 'no-cache').type(type).send(files[request.params.file]);
   });
@@ -135,9 +138,9 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     // authorize() has set the caller and put the cookie's token, if any, in the header.
     const token = bearerToken(request) ?? '';
     const owner = `${request.caller?.kind}:${request.caller?.userId}`;
-    const recheck = setInterval(() => void stillAdmin(token, request.log).then((ok) => ok || stop('signed out or no longer an admin')), config.ADMIN_STREAM_RECHECK_MS);
+    const recheck = setInterval(() => void stillAdmin(token, request.log).then((ok) => ok || stop('signed-out')), config.ADMIN_STREAM_RECHECK_MS);
     let stopped = false;
-    const stop = (reason?: string) => {
+    const stop = (reason?: EndReason) => {
       if (stopped) return;
       stopped = true;
       clearInterval(timer);
@@ -145,12 +148,12 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       streams.removeStream(owner, stream, stop);
       // Ending waits for the buffer to reach the client; one that is behind may never take it.
       if (behindSince !== undefined) return void stream.destroy();
-      if (reason) send('end', { reason });
+      if (reason) send('end', { code: reason, reason: END_REASONS[reason] });
       stream.end();
     };
     streams.addStream(owner, stream, stop);
     reply.raw.on('close', () => stop());
-    stream.write(`retry: 3000\n\n`);
+    stream.write(`retry: ${STREAM_RETRY_MS}\n\n`);
     send('history', app.metrics.history());
     void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed'));
     return reply
@@ -160,6 +163,12 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
       .send(stream);
   });
   app.addHook('preClose', async () => streams.endAll());
+
+  // What the page asks when its stream is refused: EventSource cannot read the
+  // status of a refused request, so it cannot tell an ended session from an outage.
+  app.get('/session', { onRequest: authorize, schema: { hide: true, response: { 200: MessageResponseSchema } } }, async function checkSession() {
+    return { success: true as const, message: 'Signed in' };
+  });
 
   app.post(
     '/session',

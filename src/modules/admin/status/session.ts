@@ -19,6 +19,9 @@ function sessionIdOf(accessToken: string): string | undefined {
   }
 }
 
+/** What the page says to a signed-in account without the admin role, on the sign-in form and in the sign-in answer alike. */
+export const NOT_AN_ADMIN = 'This account is not an administrator.';
+
 export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: Database; forgetSession(sessionId: string): void }) {
   const { supabase, db } = deps;
 
@@ -35,7 +38,7 @@ export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: D
     const isAdmin = await db.readAtOnceAsActor(dbActorOfUser(session.user.id), holdsAdminRole);
     if (!isAdmin) {
       await client.auth.admin.signOut(session.access_token, 'local').catch(() => {});
-      throw forbidden();
+      throw forbidden(NOT_AN_ADMIN);
     }
     return { accessToken: session.access_token, expiresIn: session.expires_in };
   }

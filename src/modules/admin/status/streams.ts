@@ -4,9 +4,19 @@ import type { PassThrough } from 'node:stream';
 // admin's oldest, usually a reloaded page's), and all of them ended when the
 // server closes, since an open stream would keep it from closing.
 
-export type StopStream = (reason?: string) => void;
+/**
+ * Why the server ends a stream. `event: end` carries the code, for the page to
+ * act on (it stops for good only when `replaced`: reconnecting would push out
+ * the admin's next tab), and the text, for a person reading the stream.
+ */
+export const END_REASONS = {
+  replaced: 'too many open streams for this admin',
+  'signed-out': 'signed out or no longer an admin',
+  closing: 'the server is shutting down',
+} as const;
+export type EndReason = keyof typeof END_REASONS;
 
-const CLOSING = 'the server is shutting down';
+export type StopStream = (reason?: EndReason) => void;
 
 export function createStreamRegistry(maxPerAdmin: number) {
   // Each open stream's stop function: it ends the stream, or destroys it when its client is behind.
@@ -18,11 +28,11 @@ export function createStreamRegistry(maxPerAdmin: number) {
   function addStream(admin: string, stream: PassThrough, stop: StopStream) {
     // Its request was still being authorized when endAll() ran: ended as soon
     // as its handler has sent it (the handler still writes to it after this).
-    if (closing) return void setImmediate(() => stop(CLOSING));
+    if (closing) return void setImmediate(() => stop('closing'));
     streams.set(stream, stop);
     const mine = byAdmin.get(admin) ?? new Set<StopStream>();
     byAdmin.set(admin, mine);
-    while (mine.size >= maxPerAdmin) mine.values().next().value?.('too many open streams for this admin');
+    while (mine.size >= maxPerAdmin) mine.values().next().value?.('replaced');
     mine.add(stop);
   }
 
@@ -36,7 +46,7 @@ export function createStreamRegistry(maxPerAdmin: number) {
   function endAll() {
     closing = true;
     // stop(), not stream.end(): ending waits for the client to take the buffer, and one that is behind may never take it.
-    for (const stop of [...streams.values()]) stop(CLOSING);
+    for (const stop of [...streams.values()]) stop('closing');
   }
 
   return { addStream, removeStream, endAll };

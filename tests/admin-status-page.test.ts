@@ -1,0 +1,87 @@
+import type { FastifyInstance } from 'fastify';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signLegacyAdminToken } from '../src/lib/tokens.ts';
+import { MAX_STREAMS_PER_ADMIN, SESSION_COOKIE, STREAM_RETRY_MS } from '../src/modules/admin/status/routes.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
+import { legacyAdmin } from './support/admin-auth.ts';
+import { launchChromium } from './support/browser.ts';
+
+// The dashboard page in Chromium where it used to fail its admin: a phone's
+// width, more tabs than one admin may stream to, and a session that ends
+// while the page is open. The stream re-checks its admin every 200 ms here,
+// so an expired token is noticed within a second, not the default 30 s.
+
+const RECHECK_MS = 200;
+
+let app: FastifyInstance;
+let browser: Browser;
+let base: string;
+
+beforeAll(async () => {
+  app = await buildTestApp({ ADMIN_STREAM_RECHECK_MS: String(RECHECK_MS) });
+  base = await app.listen({ host: '127.0.0.1', port: 0 });
+  browser = await launchChromium();
+});
+afterAll(async () => {
+  await browser?.close();
+  await app?.close();
+});
+
+async function openDashboard(page: Page): Promise<void> {
+  expect((await page.goto(`${base}/admin/status`))?.status()).toBe(200);
+  await expect.poll(() => page.textContent('#connection')).toBe('live');
+}
+
+describe('/admin/status page in Chromium', () => {
+  it('fits a 375 and a 320 px wide screen without sideways scrolling', async () => {
+    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin(), viewport: { width: 1280, height: 800 } });
+    const page = await context.newPage();
+    await openDashboard(page);
+    // Rows in the tables, so their widths count too.
+    await expect.poll(() => page.locator('#slow-routes tr').count()).toBeGreaterThan(0);
+    for (const width of [375, 320]) {
+      await page.setViewportSize({ width, height: 800 });
+      expect(await page.evaluate<number>('document.documentElement.scrollWidth'), `at ${width} px`).toBeLessThanOrEqual(width);
+    }
+    await context.close();
+  });
+
+  it(`with more than ${MAX_STREAMS_PER_ADMIN} tabs, the tab pushed out stops and says why; the others stay live`, async () => {
+    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
+    let streamsAsked = 0;
+    context.on('request', (request) => {
+      if (request.url().endsWith('/admin/status/stream')) streamsAsked += 1;
+    });
+    const tabs: Page[] = [];
+    for (let i = 0; i <= MAX_STREAMS_PER_ADMIN; i += 1) {
+      tabs.push(await context.newPage());
+      await openDashboard(tabs[i]);
+    }
+    // A tab that reconnected after the retry would push the next-oldest out, and so on without end.
+    await tabs[0].waitForTimeout(STREAM_RETRY_MS + 1_500);
+    expect(streamsAsked).toBe(MAX_STREAMS_PER_ADMIN + 1);
+    expect(await tabs[0].locator('#notice').innerText()).toBe('Opened in another tab — reload to watch here');
+    for (const tab of tabs.slice(1)) expect(await tab.textContent('#connection')).toBe('live');
+    await context.close();
+  });
+
+  it('says when its session has ended, links to the sign-in, and marks the figures stale', async () => {
+    const context = await browser.newContext();
+    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID(), '1s');
+    await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await openDashboard(page);
+    expect(await page.locator('body.stale').count()).toBe(0);
+
+    // The verifier allows 5 s of clock skew past exp; then the stream ends, and its reconnection is refused.
+    await expect.poll(() => page.locator('body').innerText(), { timeout: 20_000 }).toContain('Your session has ended — sign in again');
+    expect(await page.locator('body.stale').count()).toBe(1);
+    await Promise.all([page.waitForEvent('load'), page.click('#notice a')]);
+    expect(await page.locator('form#signin').count()).toBe(1);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  });
+});
