@@ -75,6 +75,28 @@ describe('websites routes', () => {
     }
   });
 
+  it('POST /:id/api-key replaces the key: the new one works at once, shown once; the old one opens nothing; unknown id → 404', async () => {
+    const site = await createWebsite(app, 'Rotated');
+    const rotated = await app.inject({ method: 'POST', url: `/api/websites/${site.id}/api-key`, headers: auth });
+    expect(rotated.statusCode).toBe(200);
+    const { data, message } = rotated.json();
+    expect(message).toMatch(/store the new API key now/);
+    expect(data).toEqual({ ...WEBSITE, id: site.id, name: 'Rotated', apiKey: expect.stringMatching(/^wsk_[A-Za-z0-9_-]{43}$/) });
+    expect(data.apiKey).not.toBe(site.apiKey);
+    expect(data.apiKey.startsWith(data.apiKeyPrefix)).toBe(true);
+
+    expect((await app.inject({ method: 'GET', url: `/api/websites/api-key/${data.apiKey}` })).json().data.id).toBe(site.id);
+    expect((await app.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` })).statusCode).toBe(404);
+    // Analytics read with the key follows it too.
+    const readWith = (apiKey: string) => app.inject({ method: 'GET', url: `/api/analytics?websiteId=${site.id}`, headers: { 'x-api-key': apiKey } });
+    expect((await readWith(data.apiKey)).statusCode).toBe(200);
+    expect((await readWith(site.apiKey)).statusCode).toBe(401);
+
+    const unknown = await app.inject({ method: 'POST', url: `/api/websites/${randomUUID()}/api-key`, headers: auth });
+    expect(unknown.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+    expect((await app.inject({ method: 'POST', url: `/api/websites/${site.id}/api-key` })).statusCode).toBe(401);
+  });
+
   it('GET / lists newest first with pagination', async () => {
     const first = await createWebsite(app, 'Older');
     const second = await createWebsite(app, 'Newer');
@@ -184,6 +206,7 @@ describe('row-level security on websites, as each role', () => {
     expect(await asUser(sql, viewer, (tx) => tx`select id from public.websites where id = ${id}`)).toHaveLength(1);
     await expect(insertAs(viewer, 'By viewer')).rejects.toMatchObject({ code: '42501' });
     expect(await asUser(sql, viewer, (tx) => tx`update public.websites set name = 'X' where id = ${id} returning id`)).toHaveLength(0);
+    expect(await asUser(sql, viewer, (tx) => tx`update public.websites set api_key_prefix = 'wsk_x' where id = ${id} returning id`)).toHaveLength(0);
     expect(await asUser(sql, viewer, (tx) => tx`delete from public.websites where id = ${id} returning id`)).toHaveLength(0);
   });
 
@@ -192,6 +215,10 @@ describe('row-level security on websites, as each role', () => {
     const id = await existingWebsite();
     expect(await insertAs(editor, 'By editor')).toHaveLength(1);
     expect(await asUser(sql, editor, (tx) => tx`update public.websites set name = 'Edited' where id = ${id} returning id`)).toHaveLength(1);
+    // Rotating the key writes its hash and prefix; the deletion mark stays begin_website_deletion's alone.
+    const newHash = createHash('sha256').update(randomUUID()).digest();
+    expect(await asUser(sql, editor, (tx) => tx`update public.websites set api_key_hash = ${newHash}, api_key_prefix = 'wsk_new' where id = ${id} returning id`)).toHaveLength(1);
+    await expect(asUser(sql, editor, (tx) => tx`update public.websites set deletion_started_at = now() where id = ${id}`)).rejects.toMatchObject({ code: '42501' });
     expect(await asUser(sql, editor, (tx) => tx`delete from public.websites where id = ${id} returning id`)).toHaveLength(0);
   });
 

@@ -94,6 +94,16 @@ export async function updateWebsite(tx: Tx, id: string, patch: WebsitePatch): Pr
   return row ? toWebsite(row) : undefined;
 }
 
+/** Puts a new API key (its hash and display prefix) on a website not being deleted, as the caller; undefined when there is none. */
+export async function replaceApiKey(tx: Tx, id: string, key: { hash: Buffer; prefix: string }): Promise<Website | undefined> {
+  const [row] = await tx<WebsiteRow[]>`
+    update public.websites
+       set api_key_hash = ${key.hash}, api_key_prefix = ${key.prefix}
+     where id = ${id} and deletion_started_at is null
+    returning ${tx(COLUMNS)}`;
+  return row ? toWebsite(row) : undefined;
+}
+
 /**
  * Marks the website for deletion, as the caller (admins only): from the
  * commit on it is hidden and its key opens nothing. False when there is no

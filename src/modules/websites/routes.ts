@@ -103,6 +103,24 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     },
   );
 
+  app.post(
+    '/:id/api-key',
+    {
+      onRequest: app.requireRole(...WEBSITE_WRITERS),
+      schema: {
+        tags,
+        security,
+        summary: 'Replace the API key of a website (the old key stops working at once)',
+        params: WebsiteIdParamsSchema,
+        response: { 200: CreatedWebsiteResponseSchema },
+      },
+    },
+    async function rotateApiKey(request) {
+      const data = await websites.rotateApiKey(callerOf(request), request.params.id);
+      return { success: true as const, message: 'API key replaced; store the new API key now, it is not shown again', data };
+    },
+  );
+
   app.delete(
     '/:id',
     {

@@ -10,6 +10,7 @@ import {
   getWebsiteCount,
   getWebsitePage,
   insertWebsite,
+  replaceApiKey,
   selectWebsiteByApiKeyHashElevated,
   selectWebsiteIdsBeingDeletedElevated,
   toWebsite,
@@ -64,6 +65,14 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
     return website;
   }
 
+  /** A new API key for the website, shown in full only here; the old key opens nothing from the commit on. */
+  async function rotateApiKey(caller: Caller, id: string): Promise<Website & { apiKey: string }> {
+    const apiKey = generateApiKey();
+    const website = await db.asActor(dbActorOf(caller), (tx) => replaceApiKey(tx, id, { hash: apiKey.hash, prefix: apiKey.prefix }));
+    if (!website) throw websiteNotFound();
+    return { ...website, apiKey: apiKey.key };
+  }
+
   /**
    * Deletion in two steps (docs/analytics.md, "Deleting a website"): the
    * caller's own short transaction marks the website, which hides it and ends
@@ -101,7 +110,7 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
     return toWebsite(row);
   }
 
-  return { createWebsite, listWebsites, findWebsite, changeWebsite, removeWebsite, finishLeftDeletionsElevated, findWebsiteByApiKeyElevated };
+  return { createWebsite, listWebsites, findWebsite, changeWebsite, rotateApiKey, removeWebsite, finishLeftDeletionsElevated, findWebsiteByApiKeyElevated };
 }
 
 export type WebsitesService = ReturnType<typeof createWebsitesService>;
