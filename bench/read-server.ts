@@ -18,7 +18,7 @@ import type { Caller } from '../src/plugins/auth.ts';
 // argv: settings (JSON, as process.env would hold them), the admin's user id.
 
 const [settingsJson, adminUserId] = process.argv.slice(2);
-const PAGE = { limit: 20, offset: 0 };
+const PAGE = { order: 'desc' as const, limit: 20, offset: 0 };
 
 // Collections since the start, by kind: with the old generation's size, what
 // bench/read.ts reads around a phase to tell how much of it outlived the young generation.
@@ -41,7 +41,7 @@ const benchRoutes: FastifyPluginAsyncZod = async (app) => {
   for (const [url, caller] of [['/bench/feedback/rls', underRls], ['/bench/feedback/no-rls', withoutRls]] as const) {
     app.get(url, { schema }, async () => {
       const { data, total } = await feedback.listFeedback(caller, PAGE);
-      return { success: true as const, data, pagination: { total, ...PAGE } };
+      return { success: true as const, data, pagination: { total, limit: PAGE.limit, offset: PAGE.offset } };
     });
   }
   app.get('/bench/constant', async () => ({ success: true, data: { status: 'ok' } }));

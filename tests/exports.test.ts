@@ -124,6 +124,8 @@ describe('exports', () => {
     const list = await app.inject({ method: 'GET', url: `/api/feedback/get-feedback?websiteId=${websiteId}&status=pending`, headers: admin });
     const pending = await app.inject({ method: 'GET', url: `/api/feedback/export?websiteId=${websiteId}&status=pending`, headers: admin });
     expect(parseCsv(pending.body).slice(1).map((row) => row[0])).toEqual(list.json().data.map((item: { id: string }) => item.id));
+    const oldestFirst = await app.inject({ method: 'GET', url: `/api/feedback/export?websiteId=${websiteId}&order=asc`, headers: admin });
+    expect(parseCsv(oldestFirst.body).slice(1).map((row) => row[0])).toEqual(submitted);
 
     const bad = await app.inject({ method: 'GET', url: '/api/feedback/export?status=open', headers: admin });
     expect(bad.statusCode).toBe(400);

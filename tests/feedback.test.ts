@@ -268,6 +268,16 @@ describe('GET /api/feedback/get-feedback (admin list)', () => {
     expect((await list(`websiteId=${websiteId}&limit=100`)).json().pagination.limit).toBe(100);
   });
 
+  it('order=asc pages oldest first, for triage; another order is 400', async () => {
+    const first = (await list(`websiteId=${websiteId}&order=asc&limit=3`)).json();
+    const rest = (await list(`websiteId=${websiteId}&order=asc&limit=3&offset=3`)).json();
+    expect([...first.data, ...rest.data].map((item: { id: string }) => item.id)).toEqual(ids);
+    expect((await list(`websiteId=${websiteId}&order=desc&limit=1`)).json().data[0].id).toBe(ids.at(-1));
+    const bad = await list(`websiteId=${websiteId}&order=newest`);
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().details).toEqual({ order: ['Order must be desc (newest first) or asc (oldest first)'] });
+  });
+
   it('filters by status', async () => {
     expect((await update(ids[0], { status: 'resolved' })).statusCode).toBe(200);
     expect((await update(ids[1], { status: 'archived' })).statusCode).toBe(200);

@@ -25,6 +25,10 @@ export interface FeedbackFilter {
   websiteId?: string;
 }
 
+/** By creation time, id breaking ties so pages never overlap; each direction is a statement (and plan) of its own. */
+const byCreation = (tx: Tx, order: 'asc' | 'desc') =>
+  order === 'asc' ? tx`order by created_at asc, id asc` : tx`order by created_at desc, id desc`;
+
 /** A row as the list (and the one-item read) reads it: timestamps as PostgreSQL's text (see isoTimestamp), under names of their own. */
 interface FeedbackRow {
   id: string;
@@ -107,13 +111,13 @@ const feedbackColumns = (tx: Tx) => tx`
   admin_notes, resolved_by, resolved_at::text as resolved_at_text, website_id,
   created_at::text as created_at_text, updated_at::text as updated_at_text`;
 
-/** A page of feedback, newest first (id breaks ties so pages never overlap). */
-export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { limit: number; offset: number }): Promise<Feedback[]> {
+/** A page of feedback in the order asked for. */
+export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { order: 'asc' | 'desc'; limit: number; offset: number }): Promise<Feedback[]> {
   const rows = await tx<FeedbackRow[]>`
     select ${feedbackColumns(tx)}
       from public.feedback
       ${where(tx, filter)}
-     order by created_at desc, id desc
+     ${byCreation(tx, page.order)}
      limit ${page.limit} offset ${page.offset}`;
   return rows.map(toFeedback);
 }
@@ -137,14 +141,14 @@ type ExportRow = Omit<FeedbackRow, 'screenshot_type' | 'screenshot_bytes' | 'res
   updated_at: Date;
 };
 
-/** All matching feedback, newest first, for reading through a cursor (exports); the screenshot is left out. */
-export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter) {
+/** All matching feedback in the order asked for, for reading through a cursor (exports); the screenshot is left out. */
+export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter, order: 'asc' | 'desc') {
   return tx<ExportRow[]>`
     select id, name, email, comment, rating, status, location, category,
            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
       from public.feedback
       ${where(tx, filter)}
-     order by created_at desc, id desc`;
+     ${byCreation(tx, order)}`;
 }
 
 export interface TriageChange {

@@ -10,6 +10,9 @@ import { SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
 export const FEEDBACK_STATUSES = ['pending', 'resolved', 'archived'] as const;
 export const FEEDBACK_CATEGORIES = ['Bug Report', 'Feature Request', 'General Feedback'] as const;
 
+/** By creation time: newest first (the default) or oldest first. */
+export const FEEDBACK_ORDERS = ['desc', 'asc'] as const;
+
 export const FeedbackStatusSchema = z.enum(FEEDBACK_STATUSES, { error: `Status must be one of: ${FEEDBACK_STATUSES.join(', ')}` });
 
 const unstorable = (label: string) => `${label} must not contain NUL characters or unpaired surrogates`;
@@ -59,13 +62,15 @@ export const ListFeedbackQuerySchema = z.object({
   status: FeedbackStatusSchema.optional(),
   // Not in the SPEC: narrows the list to one website's feedback.
   websiteId: z.uuid({ error: 'Website id must be a UUID' }).optional(),
+  // Not in the SPEC: `asc` for triage, oldest first.
+  order: z.enum(FEEDBACK_ORDERS, { error: 'Order must be desc (newest first) or asc (oldest first)' }).default('desc'),
   limit: limitSchema(100, 20),
   offset: OffsetSchema,
 });
 export type ListFeedbackQuery = z.infer<typeof ListFeedbackQuerySchema>;
 
-/** The list's filters; an export has every matching row, so no paging. */
-export const ExportFeedbackQuerySchema = ListFeedbackQuerySchema.pick({ status: true, websiteId: true });
+/** The list's filters and order; an export has every matching row, so no paging. */
+export const ExportFeedbackQuerySchema = ListFeedbackQuerySchema.pick({ status: true, websiteId: true, order: true });
 export type ExportFeedbackQuery = z.infer<typeof ExportFeedbackQuerySchema>;
 
 export const CsvResponseSchema = z.string().describe('text/csv; a header line, then one line per row');

@@ -113,9 +113,9 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
     },
 
     /** Writes every matching row into `sink`, read through a cursor in the caller's transaction. */
-    async exportFeedback(caller: Caller, filter: ExportFeedbackQuery, sink: CsvSink): Promise<void> {
+    async exportFeedback(caller: Caller, query: ExportFeedbackQuery, sink: CsvSink): Promise<void> {
       await db.asActor(dbActorOf(caller), async (tx) => {
-        for await (const rows of selectFeedbackForExport(tx, filter).cursor(EXPORT_CURSOR_ROWS)) {
+        for await (const rows of selectFeedbackForExport(tx, { status: query.status, websiteId: query.websiteId }, query.order).cursor(EXPORT_CURSOR_ROWS)) {
           for (const row of rows) {
             const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
             if (!open) return;
