@@ -219,6 +219,20 @@ describe('row-level security on websites, as each role', () => {
     const newHash = createHash('sha256').update(randomUUID()).digest();
     expect(await asUser(sql, editor, (tx) => tx`update public.websites set api_key_hash = ${newHash}, api_key_prefix = 'wsk_new' where id = ${id} returning id`)).toHaveLength(1);
     await expect(asUser(sql, editor, (tx) => tx`update public.websites set deletion_started_at = now() where id = ${id}`)).rejects.toMatchObject({ code: '42501' });
+    // A website being deleted stays keyless: not even an UPDATE that reads no
+    // column (no WHERE, so no SELECT policy) reaches it. All of it is rolled back.
+    const markedPrefix = await asUser(sql, editor, async (tx) => {
+      await tx`reset role`;
+      const [marked] = await tx`
+        insert into public.websites (name, domain, api_key_hash, api_key_prefix, deletion_started_at)
+        values ('Marked', 'rls.example.test', ${createHash('sha256').update(randomUUID()).digest()}, 'wsk_marked', now()) returning id`;
+      await tx`set local role authenticated`;
+      await tx`update public.websites set api_key_prefix = 'wsk_rekeyed'`;
+      await tx`reset role`;
+      const [row] = await tx`select api_key_prefix from public.websites where id = ${marked.id}`;
+      return row.api_key_prefix;
+    });
+    expect(markedPrefix).toBe('wsk_marked');
     expect(await asUser(sql, editor, (tx) => tx`delete from public.websites where id = ${id} returning id`)).toHaveLength(0);
   });
 

@@ -10,7 +10,7 @@ export async function websiteExists(tx: Tx, websiteId: string): Promise<boolean>
   return rows.length > 0;
 }
 
-/** Elevated: the key is the credential. Pending, so the service can bound it. */
+/** Elevated: the key is the credential; a website being deleted opens for no key. Pending, so the service can bound it. */
 export function selectWebsiteIdByApiKeyHashElevated(sql: ElevatedSql, hash: Buffer) {
-  return sql<{ id: string }[]>`select id from public.websites where api_key_hash = ${hash}`;
+  return sql<{ id: string }[]>`select id from public.websites where api_key_hash = ${hash} and deletion_started_at is null`;
 }

@@ -131,8 +131,9 @@ export async function selectWebsiteIdsBeingDeletedElevated(sql: ElevatedSql): Pr
 
 /**
  * Elevated: the key is the credential, so the caller need not see websites
- * otherwise. Left pending (map with toWebsite) so the service can bound it.
+ * otherwise; a website being deleted opens for no key. Left pending (map with
+ * toWebsite) so the service can bound it.
  */
 export function selectWebsiteByApiKeyHashElevated(sql: ElevatedSql, hash: Buffer) {
-  return sql<WebsiteRow[]>`select ${sql(COLUMNS)} from public.websites where api_key_hash = ${hash}`;
+  return sql<WebsiteRow[]>`select ${sql(COLUMNS)} from public.websites where api_key_hash = ${hash} and deletion_started_at is null`;
 }
