@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -116,5 +118,37 @@ describe.runIf(auth)('real sessions and roles', () => {
 
     const accounts = await sql`select email from auth.users where email in (${signUpEmail}, ${createdEmail}, ${movedEmail})`;
     expect(accounts).toHaveLength(3);
+  });
+
+  it('an account made by a request whose answer never came back in time, or came back as a gateway 502, is 503, not 409', { timeout: 20_000 }, async () => {
+    // A gateway in front of the auth server: it passes each request on, then
+    // holds the answer past our deadline, or replaces it with a 502.
+    let mode: 'slow' | 'bad-gateway' = 'slow';
+    const gateway = createServer(async (request, response) => {
+      const body = Buffer.concat(await Array.fromAsync(request));
+      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length')) as Record<string, string>;
+      const upstream = await fetch(`${auth!.url}${request.url}`, { method: request.method, headers, body: body.length > 0 ? body : undefined });
+      const text = await upstream.text();
+      if (mode === 'bad-gateway') return void response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
+      setTimeout(() => response.writeHead(upstream.status, { 'content-type': 'application/json' }).end(text), 1_500);
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    const slowApp = await buildTestApp({ ...realAuthEnv({ ...auth!, url: `http://127.0.0.1:${(gateway.address() as AddressInfo).port}` }), AUTH_TIMEOUT_MS: '500' });
+    const slowBase = await slowApp.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      for (const next of ['slow', 'bad-gateway'] as const) {
+        mode = next;
+        const email = uniqueEmail(`gateway-${next}`);
+        const answer = await call(slowBase, 'POST', '/api/auth/signup', { body: { email, password: 'gateway-secret', name: 'Gateway Person' } });
+        expect(answer.status, next).toBe(503);
+        expect(answer.body, next).toMatchObject({ error: 'Authentication service unavailable' });
+        // The auth server did make the account: the answer is unknown, not a duplicate.
+        await expect.poll(async () => (await sql`select 1 from auth.users where email = ${email}`).length, { timeout: 5_000 }).toBe(1);
+      }
+    } finally {
+      await slowApp.close();
+      gateway.closeAllConnections();
+      await new Promise((resolve) => gateway.close(resolve));
+    }
   });
 });

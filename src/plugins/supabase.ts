@@ -37,6 +37,16 @@ export function isAuthServerDown(error: unknown): boolean {
 export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
 
 /**
+ * The auth server answered 500 itself: its database refused the write. That
+ * is how it refuses the second of two requests for one address at once
+ * ('Database error saving new user'); a timeout or a gateway's 502–504 is
+ * not, and the request may have gone through.
+ */
+export function isAuthDatabaseRefusal(error: unknown): boolean {
+  return (error as { status?: unknown } | null)?.status === 500;
+}
+
+/**
  * The auth server's refusal of what the client sent (400 or 422), by its
  * error code, never its text: an invalid address is our validation error on
  * `email`, a password it finds too weak one on `password`; any other refusal

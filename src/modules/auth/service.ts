@@ -1,7 +1,7 @@
 import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { authRefusal, authUnavailable, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthDatabaseRefusal, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
 import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
@@ -47,7 +47,7 @@ export function createAuthService(deps: AuthServiceDeps) {
         // A sign-up that lost a race for its address fails in the auth
         // server's database, a 500 'Database error saving new user' like any
         // other; the address being taken now says which one it was.
-        if (isAuthServerDown(error) && (await addressTaken(input.email))) throw duplicate;
+        if (isAuthDatabaseRefusal(error) && (await addressTaken(input.email))) throw duplicate;
         fail(error, new AppError(500, 'Failed to register user'), {
           user_already_exists: duplicate,
           email_exists: duplicate,

@@ -2,7 +2,7 @@ import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
 import { AppError, conflict, forbidden, notFound, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
-import { authRefusal, authUnavailable, isAuthServerDown, type SupabaseAuth } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthDatabaseRefusal, isAuthServerDown, type SupabaseAuth } from '../../plugins/supabase.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from './permissions.ts';
 import { getUserByEmail, getUserById, listUsers, updateUserName } from './queries.ts';
 import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './schemas.ts';
@@ -53,7 +53,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
    * user') like any other failure, so the address being held now says which.
    */
   async function lostRaceFor(caller: Caller, email: string, error: unknown, ownId?: string): Promise<boolean> {
-    if (!isAuthServerDown(error)) return false;
+    if (!isAuthDatabaseRefusal(error)) return false;
     const holder = await readAsCaller(caller, (tx) => getUserByEmail(tx, email)).catch(() => undefined);
     return holder !== undefined && holder !== null && holder.id !== ownId;
   }
