@@ -125,7 +125,9 @@ describe.runIf(auth)('real sessions and roles', () => {
     // holds the answer past our deadline, or replaces it with a 502.
     let mode: 'slow' | 'bad-gateway' = 'slow';
     const gateway = createServer(async (request, response) => {
-      const body = Buffer.concat(await Array.fromAsync(request));
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk);
+      const body = Buffer.concat(chunks);
       const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length')) as Record<string, string>;
       const upstream = await fetch(`${auth!.url}${request.url}`, { method: request.method, headers, body: body.length > 0 ? body : undefined });
       const text = await upstream.text();

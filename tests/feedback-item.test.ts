@@ -69,8 +69,9 @@ describe('GET /api/feedback/:id (admin, one item)', () => {
     expect(listed.json().data.map((item: { id: string }) => item.id)).toEqual([id]);
     const screenshot = await app.inject({ method: 'GET', url: `/api/feedback/${id}/screenshot`, headers: admin });
     expect(screenshot.headers['content-type']).toBe('image/png');
-    // Without a token, the static routes still refuse as themselves (401), not as a malformed id.
-    expect((await app.inject({ method: 'GET', url: '/api/feedback/export' })).statusCode).toBe(401);
+    // A path that is no route under /api/feedback/ is the item route's malformed id, not a 404.
+    const notAnId = await app.inject({ method: 'GET', url: '/api/feedback/submit-feedback', headers: admin });
+    expect(notAnId.json()).toMatchObject({ statusCode: 400, details: { id: ['Feedback id must be a UUID'] } });
   });
 
   it('is in the OpenAPI document: admin-only, a UUID path id, the list row as its data', () => {

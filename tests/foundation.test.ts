@@ -54,6 +54,11 @@ describe('app foundation', () => {
       const parsed = await signIn(contentType, Buffer.from('{"email":"café@example.com"}', 'utf8'));
       expect(parsed.json(), contentType).toMatchObject({ error: 'Email and password are required' });
     }
+    // So does plain ASCII under any label: its bytes read the same in UTF-8.
+    for (const contentType of ['application/json; charset=us-ascii', 'application/json; charset=ISO-8859-1']) {
+      const ascii = await signIn(contentType, Buffer.from('{"email":"cafe@example.com"}', 'latin1'));
+      expect(ascii.json(), contentType).toMatchObject({ error: 'Email and password are required' });
+    }
   });
 
   it('an unpaired surrogate escaped in a JSON string is refused with the field named; a pair (an emoji) is text', async () => {

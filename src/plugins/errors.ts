@@ -89,7 +89,9 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
       : error.code === 'HPE_HEADER_OVERFLOW'
         ? [431, 'Request header fields too large']
         : [400, 'Malformed HTTP request'];
-  this.log.debug({ err: error, statusCode }, 'request refused by the HTTP parser');
+  // No route saw it, so the refusal count (plugins/refusal-log.ts) does not either: an oversized cookie
+  // that locks a user out shows here. Not stored: a flood of these must not fill app_logs.
+  this.log.warn({ statusCode, code: error.code, remoteAddress: (socket as { remoteAddress?: string }).remoteAddress, persist: false }, 'request refused by the HTTP parser');
   if (socket.writable) {
     const body = JSON.stringify({ success: false, error: message, statusCode });
     socket.write(

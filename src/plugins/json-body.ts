@@ -1,4 +1,4 @@
-import { isUtf8 } from 'node:buffer';
+import { isAscii, isUtf8 } from 'node:buffer';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, validationFailed } from '../lib/errors.ts';
@@ -79,8 +79,9 @@ type BodyParser = Parameters<FastifyInstance['addContentTypeParser']>[2];
 export function jsonBodyParser(app: FastifyInstance): BodyParser {
   const parse = app.getDefaultJsonParser('error', 'error');
   return (request, body, done) => {
+    // A body in plain ASCII reads the same in UTF-8, whatever charset it is labelled with.
     const charset = charsetOf(request.headers['content-type']);
-    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' && (typeof body === 'string' || !isAscii(body))) {
       return done(new AppError(415, 'Unsupported charset; send the body as UTF-8'), undefined);
     }
     if (typeof body !== 'string' && !isUtf8(body)) return done(new AppError(400, 'Request body is not valid UTF-8'), undefined);

@@ -16,7 +16,7 @@ export const LinkBodySchema = z.object({
   token: requiredString('Token').min(1).max(16_384),
   // The raw nonce whose SHA-256 the front end put in the provider's request:
   // the auth server refuses an id token carrying a nonce without it.
-  nonce: z.string().min(1, 'Nonce must not be empty').max(512).optional(),
+  nonce: requiredString('Nonce').min(1, 'Nonce must not be empty').max(512).optional(),
 });
 
 export const SessionSchema = z.object({

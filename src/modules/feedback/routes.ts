@@ -55,7 +55,7 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     onRequest: app.requireRole('admin'),
     schema: {
       tags: ['feedback'],
-      summary: 'List feedback, newest first (admin)',
+      summary: 'List feedback, newest first unless order=asc (admin)',
       security: [{ bearer: [] }],
       querystring: ListFeedbackQuerySchema,
       response: { 200: ListFeedbackResponseSchema },
@@ -116,7 +116,7 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
       onRequest: app.requireRole('admin'),
       schema: {
         tags: ['feedback'],
-        summary: 'Download matching feedback as CSV, streamed, newest first (admin)',
+        summary: 'Download matching feedback as CSV, streamed, newest first unless order=asc (admin)',
         security: [{ bearer: [] }],
         querystring: ExportFeedbackQuerySchema,
         produces: ['text/csv'],
