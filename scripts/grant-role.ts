@@ -1,9 +1,12 @@
 import postgres from 'postgres';
 import { APP_ROLES } from '../src/lib/roles.ts';
+import { DEV_OWNER_URL } from './dev.ts';
+import { ownerHint } from './owner-hint.ts';
 import { scriptSettings } from './settings.ts';
 
 // `npm run grant-role -- <email> <role>`: assigns admin, editor or viewer to
-// an existing account. This is how the first admin is made.
+// an existing account. This is how the first admin is made. A failure is one
+// line, as migrate's.
 
 const [email, role] = process.argv.slice(2);
 const ROLES: readonly string[] = APP_ROLES;
@@ -13,7 +16,13 @@ if (!email || !role || !ROLES.includes(role)) {
 }
 // An operator's tool: it writes as the owner, not as the API's login role.
 const settings = scriptSettings(['DATABASE_OWNER_URL', 'DATABASE_URL']);
-const url = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/portfolio_dev';
+let url = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL;
+if (!url) {
+  // `npm run dev` without a .env sends the first admin here, from a shell
+  // that has none of its environment: its database is the one meant.
+  url = DEV_OWNER_URL;
+  console.error(`DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, ${url}`);
+}
 const sql = postgres(url, { max: 1, onnotice: () => {} });
 try {
   const [profile] = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email})`;
@@ -29,6 +38,11 @@ try {
     const when = (value: Date | null) => (value ? value.toISOString() : 'never');
     console.log(`The account was made ${when(profile.created_at)} and last signed in ${when(profile.last_login)}; if you did not make it then, revoke the role.`);
   }
+} catch (error) {
+  // One line an operator can act on, not a driver's stack trace.
+  const message = error instanceof Error ? error.message : String(error);
+  console.error(`npm run grant-role: ${message}${ownerHint(error, 'grant-role needs')}`);
+  process.exitCode = 1;
 } finally {
   await sql.end();
 }

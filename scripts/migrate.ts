@@ -1,3 +1,4 @@
+import { ownerHint } from './owner-hint.ts';
 import { scriptSettings } from './settings.ts';
 import { applyMigrations, MigrationError } from './stack/database.ts';
 
@@ -23,9 +24,6 @@ try {
   // One line a developer can act on, not a driver's stack trace.
   const message = error instanceof Error ? error.message : String(error);
   const applied = error instanceof MigrationError && error.applied.length ? ` (applied before it: ${error.applied.join(', ')})` : '';
-  const hint = /permission denied|must be owner/.test(message)
-    ? '; migrations need the owner: set DATABASE_OWNER_URL (DATABASE_URL is the API\'s login role)'
-    : '';
-  console.error(`npm run migrate: ${message}${applied}${hint}`);
+  console.error(`npm run migrate: ${message}${applied}${ownerHint(error, 'migrations need')}`);
   process.exit(1);
 }

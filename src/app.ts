@@ -40,6 +40,12 @@ export interface AppOptions {
   rateLimit?: RateLimitOptions;
   /** Where the logger puts entries to store (modules/logs/worker.ts); buildApp makes one. */
   logSink?: LogSink;
+  /**
+   * A problem found after the start that the start would have refused (the
+   * database login, judged when the database first answers): the process
+   * owns what happens then (server.ts exits). Without it, the problem is logged.
+   */
+  onFatal?: (error: Error) => void;
 }
 
 /**
@@ -77,7 +83,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
  * The whole application as one plugin. Load order: cross-cutting plugins
  * (errors first, so every later failure has the SPEC envelope), then routes.
  */
-async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: AppOptions) {
+async function app(fastify: FastifyInstance, { config, rateLimit, logSink, onFatal }: AppOptions) {
   fastify.setValidatorCompiler<Parameters<typeof validatorCompiler>[0]['schema']>((route) => {
     const validate = validatorCompiler(route);
     if (route.httpPart !== 'body') return validate;
@@ -93,7 +99,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink }: App
   await fastify.register(gracefulPlugin);
   await fastify.register(jsonBodyPlugin);
   await fastify.register(securityPlugin, { config });
-  await fastify.register(dbPlugin, { config });
+  await fastify.register(dbPlugin, { config, onFatal });
   await fastify.register(appLogsPlugin, { config, sink: logSink });
   await fastify.register(refusalLogPlugin);
   await fastify.register(authPlugin, { config });

@@ -15,14 +15,17 @@ export interface ProductionProblem {
   phrase: string;
 }
 
-/** What production refuses in these settings, in a fixed order. */
+/**
+ * What production refuses in these settings, in a fixed order. Also run when
+ * other settings are bad (config.ts): only what is off by name counts as off.
+ */
 export function productionProblems(config: Settings): ProductionProblem[] {
   if (config.NODE_ENV !== 'production') return [];
   const problems: ProductionProblem[] = [];
   if (config.CAPTCHA_PROVIDER !== 'off' && !config.CAPTCHA_SECRET) {
     problems.push({ setting: 'CAPTCHA_SECRET', phrase: 'CAPTCHA_SECRET is missing (required in production; CAPTCHA_PROVIDER=off runs without the bot check)' });
   }
-  if (config.LEGACY_ADMIN_TOKEN === 'on' && !config.ADMIN_JWT_SECRET) {
+  if (config.LEGACY_ADMIN_TOKEN !== 'off' && !config.ADMIN_JWT_SECRET) {
     problems.push({ setting: 'ADMIN_JWT_SECRET', phrase: 'ADMIN_JWT_SECRET is missing (required in production; LEGACY_ADMIN_TOKEN=off refuses legacy admin tokens)' });
   }
   if (!config.ANALYTICS_SALT_SECRET) {

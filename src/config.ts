@@ -134,11 +134,20 @@ export type Settings = z.output<typeof SettingsSchema>;
  * a secret it needs (config-production.ts). The visitor-hash salt then
  * always has a value: outside production, a random one for this process.
  */
-export const ConfigSchema = SettingsSchema.superRefine((settings, context) => {
-  for (const { setting, phrase } of productionProblems(settings)) {
-    context.addIssue({ code: 'custom', path: [setting], message: phrase, params: { phrase: true } });
-  }
-}).transform((settings) => ({ ...settings, ANALYTICS_SALT_SECRET: settings.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex') }));
+export const ConfigSchema = SettingsSchema.superRefine(
+  (settings, context) => {
+    for (const { setting, phrase } of productionProblems(settings)) {
+      context.addIssue({ code: 'custom', path: [setting], message: phrase, params: { phrase: true } });
+    }
+  },
+  {
+    // Also when other settings are bad, so that one failed start names every
+    // problem. A bad setting is then seen here as it was written (a secret set
+    // too short counts as given: it is named once, as invalid). Not when
+    // NODE_ENV itself is bad: whether production's rules apply is unknown.
+    when: (payload) => !payload.issues.some((issue) => issue.path?.[0] === 'NODE_ENV'),
+  },
+).transform((settings) => ({ ...settings, ANALYTICS_SALT_SECRET: settings.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex') }));
 
 export type Config = z.output<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;

@@ -25,7 +25,8 @@ async function main() {
     exitOnConfigError(error);
   }
 
-  const app = await buildApp({ config }).catch(exitOnConfigError);
+  // A problem the start would have refused, found later (app.ts, onFatal), ends the process the same way.
+  const app = await buildApp({ config, onFatal: exitOnConfigError }).catch(exitOnConfigError);
 
   let closing = false;
   const close = async (signal: string) => {

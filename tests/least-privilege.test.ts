@@ -1,14 +1,19 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { asLoginRole } from '../src/lib/database-url.ts';
 import type { DbActor, Tx } from '../src/plugins/db.ts';
 import { buildTestApp } from './support/app.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // The data path connects as a login role that can only switch to anon,
 // authenticated and service_role (as PostgREST's `authenticator` does), never
 // as the owner or a superuser. Whatever SQL ran inside a request's
 // transaction, it could not become the owner, change the schema, switch RLS
 // off or read the cluster's secrets. Migrations still run as the owner
-// (the stack applies them as `postgres`).
+// (the stack applies them as `postgres`), and so does grant-role: given the
+// API's login role, each says in one line what to set.
 
 let app: FastifyInstance;
 
@@ -132,5 +137,41 @@ describe('least privilege on the data path', () => {
       });
     expect(role.superuser).toBe(false);
     expect(['authenticator', 'service_role']).toContain(role.role);
+  });
+});
+
+describe('owner-level scripts given the API login role', () => {
+  const database = usePrivateDatabase('owner_scripts');
+
+  /** `npm run <script>` without a .env: its exit code and output lines. */
+  function runScript(script: string, args: string[], env: Record<string, string>) {
+    return new Promise<{ code: number | null; stdout: string[]; stderr: string[] }>((resolve) => {
+      execFile(process.execPath, [path.resolve(import.meta.dirname, `../scripts/${script}.ts`), ...args], { env: { PATH: process.env.PATH ?? '', ...env } }, (error, stdout, stderr) =>
+        resolve({ code: error ? (error.code as number) : 0, stdout: lines(stdout), stderr: lines(stderr) }),
+      );
+    });
+  }
+  const lines = (text: string) => text.trim().split('\n').filter(Boolean);
+  const NEEDS_OWNER = "the owner: set DATABASE_OWNER_URL (DATABASE_URL is the API's login role)";
+
+  it('npm run migrate: one line, migrations need the owner', async () => {
+    const { code, stderr } = await runScript('migrate', [], { DATABASE_URL: asLoginRole(database.url) });
+    expect(code).toBe(1);
+    expect(stderr).toEqual([expect.stringMatching(/^npm run migrate: .*permission denied/)]);
+    expect(stderr[0].endsWith(`; migrations need ${NEEDS_OWNER}`), stderr[0]).toBe(true);
+  });
+
+  it('npm run grant-role: one line, grant-role needs the owner, not a stack trace', async () => {
+    const { code, stderr } = await runScript('grant-role', ['someone@example.test', 'admin'], { DATABASE_URL: asLoginRole(database.url) });
+    expect(code).toBe(1);
+    expect(stderr).toEqual([`npm run grant-role: permission denied for table profiles; grant-role needs ${NEEDS_OWNER}`]);
+  });
+
+  it("npm run grant-role with neither variable set uses npm run dev's database, and says so", async () => {
+    const { code, stderr } = await runScript('grant-role', ['nobody-at-all@example.test', 'viewer'], {});
+    expect(code).toBe(1);
+    expect(stderr[0]).toBe(
+      "DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, postgres://postgres@127.0.0.1:5432/portfolio_dev",
+    );
   });
 });

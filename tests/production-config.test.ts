@@ -55,6 +55,19 @@ describe('production configuration', () => {
     expect(parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...SECRETS }).NODE_ENV).toBe('production');
   });
 
+  it('names the missing secrets together with every other bad or missing variable', () => {
+    expect(() => parseConfig({ PORT: 'eighty' })).toThrowError(
+      /^Invalid configuration: PORT is invalid .*; DATABASE_URL is missing; CAPTCHA_SECRET is missing .*; ADMIN_JWT_SECRET is missing .*; ANALYTICS_SALT_SECRET is missing .*; SUPABASE_JWT_SECRET is missing/,
+    );
+    // An invalid secret or switch is named once, as invalid, and the other checks still run.
+    const { ADMIN_JWT_SECRET: _admin, ...rest } = SECRETS;
+    expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...rest, LEGACY_ADMIN_TOKEN: 'maybe', ANALYTICS_SALT_SECRET: 'short', CAPTCHA_SECRET: '' })).toThrowError(
+      /^Invalid configuration: LEGACY_ADMIN_TOKEN is invalid .*; ANALYTICS_SALT_SECRET is invalid .*; CAPTCHA_SECRET is missing .*; ADMIN_JWT_SECRET is missing \([^)]*\)$/,
+    );
+    // An invalid NODE_ENV may or may not mean production: it alone is named.
+    expect(() => parseConfig({ NODE_ENV: 'prod', DATABASE_URL: 'postgres://x@127.0.0.1/x' })).toThrowError(/^Invalid configuration: NODE_ENV is invalid [^;]*$/);
+  });
+
   it('a weak project JWT secret is refused in production', () => {
     expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...SECRETS, SUPABASE_JWT_SECRET: 'short' })).toThrow(
       /SUPABASE_JWT_SECRET is invalid/,
@@ -83,6 +96,15 @@ describe('production configuration', () => {
     const server = startServer({ DATABASE_URL: inject('stack').databaseUrl, PORT: '0' });
     expect(await exitWithin(server, 8_000)).toBe(1);
     expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: .*CAPTCHA_SECRET is missing/)]);
+  });
+
+  it('npm start with nothing set stops with one line naming DATABASE_URL and every missing secret', async () => {
+    const server = startServer({});
+    expect(await exitWithin(server, 8_000)).toBe(1);
+    const [line, ...rest] = server.output().trim().split('\n');
+    expect(rest).toEqual([]);
+    expect(line).toMatch(/^Invalid configuration: DATABASE_URL is missing; /);
+    for (const name of ['CAPTCHA_SECRET', 'ADMIN_JWT_SECRET', 'ANALYTICS_SALT_SECRET', 'SUPABASE_JWT_SECRET']) expect(line).toContain(`${name} is missing`);
   });
 
   it('production without ANALYTICS_SALT_SECRET stops with one config line, not a stack trace', async () => {

@@ -1,12 +1,19 @@
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
 import { parseConfig, parseSettings } from '../src/config.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
+import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/secrets.ts';
 
 // The process around the app: configuration errors stop the start with one
-// line naming the variable; SIGTERM lets requests in flight finish.
+// line naming the variable, and so does a production login that is too strong
+// even when the database answers only after the start; SIGTERM lets requests
+// in flight finish.
 
 const SERVER = path.resolve(import.meta.dirname, '../src/server.ts');
 
@@ -53,7 +60,8 @@ describe('configuration', () => {
     const server = startServer({ PORT: '70000' });
     expect(await server.exited).toBe(1);
     expect(server.output().trim().split('\n')).toEqual([
-      expect.stringMatching(/^Invalid configuration: PORT is invalid .*; DATABASE_URL is missing$/),
+      // Unset NODE_ENV is production: its missing secrets are named on the same line.
+      expect.stringMatching(/^Invalid configuration: PORT is invalid .*; DATABASE_URL is missing; CAPTCHA_SECRET is missing /),
     ]);
   });
 });
@@ -97,5 +105,114 @@ describe('graceful shutdown', () => {
     expect(await server.exited).toBe(0);
     expect(server.output()).toContain('shutting down');
     await expect(fetch(`${base}/health`)).rejects.toThrow();
+  });
+});
+
+/**
+ * A TCP proxy in front of this run's PostgreSQL, as the auditor's: `down` cuts
+ * every connection at once (a database that is down); otherwise each
+ * connection is passed on after `delayMs` (a database slow to answer).
+ */
+async function startPostgresProxy(state: { down: boolean; delayMs: number }) {
+  const postgresUrl = new URL(inject('stack').databaseUrl);
+  const sockets = new Set<net.Socket>();
+  const track = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+  };
+  const proxy = net.createServer((client) => {
+    track(client);
+    if (state.down) return void client.destroy();
+    setTimeout(() => {
+      if (client.destroyed) return;
+      const upstream = net.connect(Number(postgresUrl.port), postgresUrl.hostname);
+      track(upstream);
+      upstream.on('close', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+      client.pipe(upstream).pipe(client);
+    }, state.delayMs);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const viaProxy = new URL(postgresUrl);
+  viaProxy.port = String((proxy.address() as net.AddressInfo).port);
+  return {
+    url: viaProxy.toString(),
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => proxy.close(resolve));
+    },
+  };
+}
+
+describe('a login too strong, found when the database first answers', () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  });
+
+  /** The server in production against `databaseUrl`, with every secret, logging nothing. */
+  async function startProduction(databaseUrl: string) {
+    const port = await freePort();
+    const server = startServer({
+      NODE_ENV: 'production',
+      PORT: String(port),
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: databaseUrl,
+      SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
+      ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
+      ANALYTICS_SALT_SECRET: 'analytics-salt-secret-0123456789abcdef-0123',
+      CAPTCHA_PROVIDER: 'off',
+      FEEDBACK_OUTBOX_WORKER: 'false',
+    });
+    cleanups.push(async () => {
+      if (server.child.exitCode === null) server.child.kill('SIGKILL');
+      await server.exited;
+    });
+    /** The status of GET /health, or undefined while the server does not listen. */
+    const health = () => fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(5_000) }).then((response) => response.status, () => undefined);
+    return { ...server, health };
+  }
+
+  /** The exit code, or 'running' when the process is still up after `ms`. */
+  const exitWithin = (server: { exited: Promise<number | null> }, ms: number) => Promise.race([server.exited, sleep(ms, 'running' as const)]);
+
+  async function untilHealth(server: Awaited<ReturnType<typeof startProduction>>, status: number) {
+    for (let attempt = 0; attempt < 100; attempt += 1) {
+      if ((await server.health()) === status) return;
+      await sleep(100);
+    }
+    throw new Error(`GET /health never answered ${status}:\n${server.output()}`);
+  }
+
+  it('the database answers after the start (3 s): production stops with the one line naming DATABASE_URL, exit code 1', async () => {
+    const proxy = await startPostgresProxy({ down: false, delayMs: 3_000 });
+    cleanups.push(proxy.close);
+    const server = await startProduction(proxy.url);
+    expect(await exitWithin(server, 15_000), server.output()).toBe(1);
+    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: DATABASE_URL connects as postgres, a superuser/)]);
+  });
+
+  it('the database is down at the start: production serves 503, then stops with the one line once it is up', async () => {
+    const state = { down: true, delayMs: 0 };
+    const proxy = await startPostgresProxy(state);
+    cleanups.push(proxy.close);
+    const server = await startProduction(proxy.url);
+    await untilHealth(server, 503);
+    state.down = false;
+    expect(await exitWithin(server, 15_000), server.output()).toBe(1);
+    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: DATABASE_URL connects as postgres, a superuser/)]);
+  });
+
+  it('the database is down at the start and the login is right: the API starts, answers 503, and recovers', async () => {
+    const state = { down: true, delayMs: 0 };
+    const proxy = await startPostgresProxy(state);
+    cleanups.push(proxy.close);
+    const server = await startProduction(asLoginRole(proxy.url));
+    await untilHealth(server, 503);
+    state.down = false;
+    await untilHealth(server, 200);
+    expect(server.child.exitCode).toBeNull();
+    expect(server.output()).toBe('');
   });
 });

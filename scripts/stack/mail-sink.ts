@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import PostalMime from 'postal-mime';
@@ -23,8 +24,15 @@ export interface MailSink {
   stop(): Promise<void>;
 }
 
-function listen(server: { listen(port: number, host: string, cb: () => void): unknown }, port = 0): Promise<void> {
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
+/** Rejects when the port is taken (EADDRINUSE): an 'error' event nobody listens to would end the process with a stack trace. */
+function listen(server: EventEmitter & { listen(port: number, host: string, cb: () => void): unknown }, port = 0): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
 }
 
 export async function startMailSink({ smtpPort = 0, apiPort = 0 } = {}): Promise<MailSink> {
@@ -57,7 +65,8 @@ export async function startMailSink({ smtpPort = 0, apiPort = 0 } = {}): Promise
       }
     },
   });
-  await listen(smtp.server, smtpPort);
+  // SMTPServer re-emits its socket server's errors as its own.
+  await listen(smtp, smtpPort);
 
   const api: Server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://sink');

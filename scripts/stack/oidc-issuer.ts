@@ -81,7 +81,14 @@ export async function startOidcIssuer(options: OidcIssuerOptions): Promise<OidcI
   const signingKey = { ...(await exportJWK(privateKey)), kid: 'local-issuer-1', alg: 'RS256', use: 'sig' };
 
   const server: Server = createServer();
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
+  // Rejects when the port is taken, as an 'error' event nobody listens to would end the process.
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   const provider = new Provider(issuer, {

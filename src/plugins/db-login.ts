@@ -1,27 +1,68 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from './db.ts';
 
 // The data path must not log in as the schema's owner or a superuser: then
 // nothing it ran, however crafted, could change the schema or switch RLS off.
+// A database that is down or slow at the start must not let such a login
+// through: it is judged on the first connection that answers, however late.
+
+/** How long the start waits for the first answer; a database slower than this is judged when it answers. */
+const START_WAIT_MS = 2_000;
+/** The pause between attempts while the database cannot be reached (the pool adds its own reconnect delay). */
+const RETRY_MS = 500;
 
 /**
  * Why DATABASE_URL's login is too strong for the data path (a superuser, or
- * the owner of the schema), or undefined. A database that does not answer
- * within 2 s is not judged here: /health reports it.
+ * the owner of the schema), or undefined; rejects when the database could not
+ * be asked.
  */
-export async function ownerOrSuperuserLogin(db: Database): Promise<string | undefined> {
-  const facts = db.sql<{ login: string; superuser: boolean; owner: boolean }[]>`
+async function ownerOrSuperuserLogin(db: Database): Promise<string | undefined> {
+  const [row] = await db.sql<{ login: string; superuser: boolean; owner: boolean }[]>`
     select session_user as login,
            coalesce((select rolsuper from pg_roles where rolname = session_user), false) as superuser,
            pg_has_role(session_user, (select nspowner from pg_namespace where nspname = 'public'), 'MEMBER') as owner`;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), 2_000)));
-  facts.catch(() => {});
-  const rows = await Promise.race([facts.catch(() => undefined), late]);
-  clearTimeout(timer);
-  const row = rows?.[0];
   if (!row || (!row.superuser && !row.owner)) return undefined;
   return (
     `DATABASE_URL connects as ${row.login}, ${row.superuser ? 'a superuser' : 'the owner of the schema'}; ` +
     'connect as a login role that can only switch to anon, authenticated and service_role (README, Least privilege)'
   );
+}
+
+/** `attempt`'s answer, else asked again every RETRY_MS until the database answers; undefined once `signal` aborts. */
+async function firstAnswer(db: Database, attempt: Promise<string | undefined>, signal: AbortSignal): Promise<string | undefined> {
+  let next = attempt;
+  for (;;) {
+    try {
+      return await next;
+    } catch {
+      await sleep(RETRY_MS, undefined, { signal }).catch(() => {});
+      // Asked no more once the app closes: its pool is ending.
+      if (signal.aborted) return undefined;
+      next = ownerOrSuperuserLogin(db);
+    }
+  }
+}
+
+/**
+ * Judges DATABASE_URL's login. The start waits for the first attempt, at
+ * most START_WAIT_MS, and gets its problem (or undefined). A database down or
+ * still silent by then does not hold the start (/health reports it): the
+ * login is judged on its first answer, and a problem found then goes to
+ * `late`, unless `signal` (the app's close) came first.
+ */
+export async function checkLogin(
+  db: Database,
+  { signal, late }: { signal: AbortSignal; late: (problem: string) => void },
+): Promise<string | undefined> {
+  const attempt = ownerOrSuperuserLogin(db);
+  attempt.catch(() => {});
+  const atStart = await Promise.race([
+    attempt.then((problem) => ({ problem }), () => undefined),
+    sleep(START_WAIT_MS, undefined, { ref: false }),
+  ]);
+  if (atStart) return atStart.problem;
+  void firstAnswer(db, attempt, signal).then((problem) => {
+    if (problem && !signal.aborted) late(problem);
+  });
+  return undefined;
 }

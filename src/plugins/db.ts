@@ -3,7 +3,7 @@ import fp from 'fastify-plugin';
 import postgres from 'postgres';
 import { ConfigError, type Config } from '../config.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
-import { ownerOrSuperuserLogin } from './db-login.ts';
+import { checkLogin } from './db-login.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
 // under the caller's database actor (its role and JWT claims), so row-level
@@ -220,22 +220,39 @@ declare module 'fastify' {
   }
 }
 
-export default fp<{ config: Config }>(
-  async function dbPlugin(app: FastifyInstance, { config }) {
+export default fp<{ config: Config; onFatal?: (error: Error) => void }>(
+  async function dbPlugin(app: FastifyInstance, { config, onFatal }) {
     const db = connectDatabase(config.DATABASE_URL, {
       max: config.DATABASE_POOL_MAX,
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
     });
     app.decorate('db', db);
-    app.addHook('onReady', async () => {
-      const problem = await ownerOrSuperuserLogin(db);
-      if (!problem) return;
-      // Production refuses it; elsewhere (a developer's own database) it is a warning.
-      if (config.NODE_ENV === 'production') throw new ConfigError(`Invalid configuration: ${problem}`);
+    const closing = new AbortController();
+    /** Production refuses a login that is too strong; elsewhere (a developer's own database) it is a warning. */
+    const refusal = (problem: string): ConfigError | undefined => {
+      if (config.NODE_ENV === 'production') return new ConfigError(`Invalid configuration: ${problem}`);
       app.log.warn(problem);
+      return undefined;
+    };
+    app.addHook('onReady', async () => {
+      const late = (problem: string) => {
+        const error = refusal(problem);
+        if (!error) return;
+        // Found after the start, when the database first answered: every
+        // request from now on would run under that login, so the process
+        // stops as that start would have (server.ts's onFatal).
+        if (onFatal) onFatal(error);
+        else app.log.error(error.message);
+      };
+      const problem = await checkLogin(db, { signal: closing.signal, late });
+      const error = problem === undefined ? undefined : refusal(problem);
+      if (error) throw error;
     });
-    app.addHook('onClose', async () => db.close(shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).closeMs));
+    app.addHook('onClose', async () => {
+      closing.abort();
+      await db.close(shutdownBudget(config.SHUTDOWN_TIMEOUT_MS).closeMs);
+    });
   },
   { name: 'db' },
 );
