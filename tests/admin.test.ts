@@ -7,7 +7,7 @@ import appLogsPlugin from '../src/modules/logs/worker.ts';
 import dbPlugin from '../src/plugins/db.ts';
 import metricsPlugin from '../src/plugins/metrics.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
-import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
+import { expectRefused, useAdminApp } from './support/admin-auth.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
@@ -17,18 +17,10 @@ import { createPrivateDatabase } from './support/private-database.ts';
 // and their row-level security.
 
 let app: FastifyInstance;
-let sql: postgres.Sql;
+const sql = testSql();
 let admin: { authorization: string };
 
-beforeAll(async () => {
-  app = await buildTestApp();
-  sql = testSql();
-  admin = await legacyAdmin();
-});
-afterAll(async () => {
-  await app.close();
-  await sql.end();
-});
+useAdminApp(sql, (built) => ({ app, admin } = built));
 
 describe('admin routes refuse callers without a valid admin token', () => {
   it.each([

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { legacyAdmin } from './support/admin-auth.ts';
-import { buildTestApp } from './support/app.ts';
+import { describe, expect, it } from 'vitest';
+import { useAdminApp } from './support/admin-auth.ts';
 import { testSql } from './support/db.ts';
 import { createWebsite, feedbackBody } from './support/feedback-fixtures.ts';
 
@@ -13,14 +12,7 @@ const sql = testSql();
 let app: FastifyInstance;
 let admin: { authorization: string };
 
-beforeAll(async () => {
-  app = await buildTestApp();
-  admin = await legacyAdmin();
-});
-afterAll(async () => {
-  await app?.close();
-  await sql.end();
-});
+useAdminApp(sql, (built) => ({ app, admin } = built));
 
 /** Submits and triages one feedback item; the export's line for it, without its line end. */
 async function exportedLine(websiteId: string, body: Record<string, unknown>, triage: Record<string, unknown>) {

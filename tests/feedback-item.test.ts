@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FeedbackSchema } from '../src/modules/feedback/schemas.ts';
-import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
+import { expectRefused, useAdminApp } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
 import { testSql } from './support/db.ts';
 import { createWebsite, feedbackBody, pngDataUrl } from './support/feedback-fixtures.ts';
@@ -14,14 +14,7 @@ const sql = testSql();
 let app: FastifyInstance;
 let admin: { authorization: string };
 
-beforeAll(async () => {
-  app = await buildTestApp();
-  admin = await legacyAdmin();
-});
-afterAll(async () => {
-  await app?.close();
-  await sql.end();
-});
+useAdminApp(sql, (built) => ({ app, admin } = built));
 
 const getItem = (id: string) => app.inject({ method: 'GET', url: `/api/feedback/${id}`, headers: admin });
 

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp } from './support/app.ts';
-import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
+import { describe, expect, it } from 'vitest';
+import { expectRefused, useAdminApp } from './support/admin-auth.ts';
 import { testSql } from './support/db.ts';
 import { createWebsite, feedbackBody, pngDataUrl } from './support/feedback-fixtures.ts';
 
@@ -14,14 +13,7 @@ let app: FastifyInstance;
 let admin: { authorization: string };
 const MB = 1024 * 1024;
 
-beforeAll(async () => {
-  app = await buildTestApp();
-  admin = await legacyAdmin();
-});
-afterAll(async () => {
-  await app?.close();
-  await sql.end();
-});
+useAdminApp(sql, (built) => ({ app, admin } = built));
 
 describe('screenshots by reference', () => {
   it('a page of 10 feedback items with 4.9 MB screenshots is a few KB, not 70 MB', async () => {

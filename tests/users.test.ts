@@ -1,11 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Caller } from '../src/plugins/auth.ts';
 import { canSetUserRoles } from '../src/modules/roles/permissions.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from '../src/modules/users/permissions.ts';
-import { buildTestApp } from './support/app.ts';
-import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
+import { expectRefused, useAdminApp } from './support/admin-auth.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 
 // /api/users. Accounts are auth.users rows made the way the auth server
@@ -14,18 +12,10 @@ import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './suppo
 // answer 503 here, which is what they do whenever it is not configured.
 
 let app: FastifyInstance;
-let sql: postgres.Sql;
+const sql = testSql();
 let admin: { authorization: string };
 
-beforeAll(async () => {
-  app = await buildTestApp();
-  sql = testSql();
-  admin = await legacyAdmin();
-});
-afterAll(async () => {
-  await app.close();
-  await sql.end();
-});
+useAdminApp(sql, (built) => ({ app, admin } = built));
 
 describe('who may do what (the predicates behind guards and services)', () => {
   const user = (userId: string, roles: Caller['roles'] = []): Caller => ({

@@ -1,8 +1,8 @@
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { SignJWT } from 'jose';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { signLegacyAdminToken } from '../../src/lib/tokens.ts';
-import { TEST_ADMIN_JWT_SECRET } from './app.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './app.ts';
 
 // Tokens an admin route must refuse with 401, for the administration tests:
 // none, garbage, a legacy admin token signed with another secret, an expired
@@ -43,4 +43,21 @@ export async function expectRefused(app: FastifyInstance, request: InjectOptions
 
 export async function legacyAdmin(userId: string = crypto.randomUUID()): Promise<{ authorization: string }> {
   return { authorization: `Bearer ${await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, userId)}` };
+}
+
+/**
+ * What most admin test files start with: an app and the legacy admin's
+ * headers, made before the file's tests and handed to `receive`; after them
+ * the app is closed and the file's `sql` ended.
+ */
+export function useAdminApp(sql: { end(): Promise<unknown> }, receive: (built: { app: FastifyInstance; admin: { authorization: string } }) => void): void {
+  let app: FastifyInstance | undefined;
+  beforeAll(async () => {
+    app = await buildTestApp();
+    receive({ app, admin: await legacyAdmin() });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await sql.end();
+  });
 }
