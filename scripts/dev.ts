@@ -71,35 +71,36 @@ export interface StackValues {
 }
 
 /**
- * `env` with the local stack's values where .env left them empty. When the
- * stack runs its own auth server, that server's URL, keys and JWT secret
- * replace whatever .env gives (a hosted project's, left over): it signs every
- * token with its secret, and an API verifying with another answers each one
- * 401. `overridden` names the variables whose .env value was replaced.
+ * `env` with the local stack's values where .env left them empty. The stack's
+ * database replaces whatever .env gives (it is the one the stack migrated, and
+ * the one its auth server writes accounts to), and so do the stack's own auth
+ * server's URL, keys and JWT secret (a hosted project's, left over): it signs
+ * every token with its secret, and an API verifying with another answers each
+ * one 401. `overridden` names the variables whose .env value was replaced.
  */
 export function withStack(env: NodeJS.ProcessEnv, stack: StackValues, secrets: DevSecrets): { env: NodeJS.ProcessEnv; overridden: string[] } {
   const filled = { ...env };
   const overridden: string[] = [];
-  if (stack.auth) {
-    const fromAuthServer = {
+  const fromStack: Record<string, string> = {
+    // The API logs in as `authenticator` (only anon, authenticated, service_role);
+    // the stack migrated as the owner, and owner-level scripts use DATABASE_OWNER_URL.
+    DATABASE_URL: asLoginRole(stack.databaseUrl),
+    DATABASE_OWNER_URL: stack.databaseUrl,
+    ...(stack.auth && {
       SUPABASE_URL: stack.auth.url,
       SUPABASE_ANON_KEY: stack.auth.anonKey,
       SUPABASE_SERVICE_ROLE_KEY: stack.auth.serviceRoleKey,
       SUPABASE_JWT_SECRET: stack.auth.jwtSecret,
-    };
-    for (const [name, value] of Object.entries(fromAuthServer)) {
-      if (filled[name] !== undefined && filled[name] !== value) overridden.push(name);
-      filled[name] = value;
-    }
+    }),
+  };
+  for (const [name, value] of Object.entries(fromStack)) {
+    if (filled[name] !== undefined && filled[name] !== value) overridden.push(name);
+    filled[name] = value;
   }
   // Without an auth server no token is issued here: a secret .env gives may stay.
   filled.SUPABASE_JWT_SECRET ??= secrets.SUPABASE_JWT_SECRET;
   filled.ADMIN_JWT_SECRET ??= secrets.ADMIN_JWT_SECRET;
   filled.ANALYTICS_SALT_SECRET ??= secrets.ANALYTICS_SALT_SECRET;
-  // The API logs in as `authenticator` (only anon, authenticated, service_role);
-  // the stack migrated as the owner, and owner-level scripts use DATABASE_OWNER_URL.
-  filled.DATABASE_URL ??= asLoginRole(stack.databaseUrl);
-  filled.DATABASE_OWNER_URL ??= stack.databaseUrl;
   filled.SMTP_URL ??= `smtp://127.0.0.1:${stack.mail.smtpPort}`;
   // A fresh local database has no admin yet: notifications go to this address in the sink.
   filled.FEEDBACK_NOTIFY_EMAILS ??= 'admin@portfolio.local';
@@ -164,7 +165,7 @@ async function main() {
       const filled = withStack(env, stack, secrets);
       env = filled.env;
       if (filled.overridden.length) {
-        console.log(`  ${filled.overridden.join(', ')} from .env replaced by the local auth server's (set SUPABASE_URL to use a hosted project instead).`);
+        console.log(`  ${filled.overridden.join(', ')} from .env replaced by the local stack's (set SUPABASE_URL and DATABASE_URL to use a hosted project instead).`);
       }
       if (stack.auth) {
         status.push(

@@ -43,6 +43,15 @@ describe('npm run dev: the API environment', () => {
     expect(overridden).toEqual([]);
   });
 
+  it("takes the stack's database over one left in .env: the stack migrated it and its auth server writes accounts to it", () => {
+    for (const stack of [STACK, { ...STACK, auth: undefined }]) {
+      const left = { DATABASE_URL: 'postgres://authenticator@127.0.0.1:5432/some_other_db', DATABASE_OWNER_URL: 'postgres://postgres@127.0.0.1:5432/some_other_db' };
+      const { env, overridden } = withStack(serverEnv(left), stack, SECRETS);
+      expect(env).toMatchObject({ DATABASE_URL: 'postgres://authenticator@127.0.0.1:5432/portfolio_dev', DATABASE_OWNER_URL: STACK.databaseUrl });
+      expect(overridden).toEqual(['DATABASE_URL', 'DATABASE_OWNER_URL']);
+    }
+  });
+
   it('fills what .env left empty and keeps what it gives: the API logs in as authenticator, scripts as the owner', () => {
     const { env } = withStack(serverEnv({ ADMIN_JWT_SECRET: 'mine', DATABASE_URL: '' }), STACK, SECRETS);
     expect(env).toMatchObject({
