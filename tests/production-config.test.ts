@@ -1,43 +1,21 @@
-import { spawn } from 'node:child_process';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, inject, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { exitWithin, startServer } from './support/spawned-server.ts';
 
 // Production is the default, and it refuses to start on a missing or weak
 // secret unless the operator turns the feature off by name: a forgotten
 // CAPTCHA_SECRET must not switch the bot check off silently.
 
-const SERVER = path.resolve(import.meta.dirname, '../src/server.ts');
 const SECRETS = {
   SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
   ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
   ANALYTICS_SALT_SECRET: 'analytics-salt-secret-0123456789abcdef-0123',
   CAPTCHA_SECRET: '0x4AAAAAAAtest-captcha-secret',
 };
-
-function startServer(env: Record<string, string>) {
-  const child = spawn(process.execPath, [SERVER], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, exited, output: () => output };
-}
-
-/** The exit code, or 'running' when the process is still up after `ms` (then it is stopped). */
-async function exitWithin(server: ReturnType<typeof startServer>, ms: number) {
-  const timer = new Promise<'running'>((resolve) => setTimeout(() => resolve('running'), ms));
-  const outcome = await Promise.race([server.exited, timer]);
-  if (outcome === 'running') {
-    server.child.kill('SIGKILL');
-    await server.exited;
-  }
-  return outcome;
-}
 
 describe('production configuration', () => {
   it('NODE_ENV unset is production, which names every missing secret on one line', () => {

@@ -1,7 +1,5 @@
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -9,25 +7,12 @@ import { freePort } from '../scripts/stack/free-port.ts';
 import { parseConfig, parseSettings } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/secrets.ts';
+import { exitWithin, startServer } from './support/spawned-server.ts';
 
 // The process around the app: configuration errors stop the start with one
 // line naming the variable, and so does a production login that is too strong
 // even when the database answers only after the start; SIGTERM lets requests
 // in flight finish.
-
-const SERVER = path.resolve(import.meta.dirname, '../src/server.ts');
-
-function startServer(env: Record<string, string>) {
-  const child = spawn(process.execPath, [SERVER], {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, exited, output: () => output };
-}
 
 describe('configuration', () => {
   it('names every missing or invalid variable on one line', () => {
@@ -174,8 +159,11 @@ describe('a login too strong, found when the database first answers', () => {
     return { ...server, health };
   }
 
-  /** The exit code, or 'running' when the process is still up after `ms`. */
-  const exitWithin = (server: { exited: Promise<number | null> }, ms: number) => Promise.race([server.exited, sleep(ms, 'running' as const)]);
+  /** Production stops, exit code 1, with the one line naming the too-strong login. */
+  async function expectStoppedForSuperuser(server: Awaited<ReturnType<typeof startProduction>>) {
+    expect(await exitWithin(server, 15_000), server.output()).toBe(1);
+    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: DATABASE_URL connects as postgres, a superuser/)]);
+  }
 
   async function untilHealth(server: Awaited<ReturnType<typeof startProduction>>, status: number) {
     for (let attempt = 0; attempt < 100; attempt += 1) {
@@ -189,8 +177,7 @@ describe('a login too strong, found when the database first answers', () => {
     const proxy = await startPostgresProxy({ down: false, delayMs: 3_000 });
     cleanups.push(proxy.close);
     const server = await startProduction(proxy.url);
-    expect(await exitWithin(server, 15_000), server.output()).toBe(1);
-    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: DATABASE_URL connects as postgres, a superuser/)]);
+    await expectStoppedForSuperuser(server);
   });
 
   it('the database is down at the start: production serves 503, then stops with the one line once it is up', async () => {
@@ -200,8 +187,7 @@ describe('a login too strong, found when the database first answers', () => {
     const server = await startProduction(proxy.url);
     await untilHealth(server, 503);
     state.down = false;
-    expect(await exitWithin(server, 15_000), server.output()).toBe(1);
-    expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: DATABASE_URL connects as postgres, a superuser/)]);
+    await expectStoppedForSuperuser(server);
   });
 
   it('the database is down at the start and the login is right: the API starts, answers 503, and recovers', async () => {

@@ -6,6 +6,7 @@ import { TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { startServerProcess } from './support/fault-traffic.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
+import { storedListRefusals } from './support/db.ts';
 
 // SIGTERM while an analytics batch cannot commit (its table is locked): the
 // batcher gets part of SHUTDOWN_TIMEOUT_MS to drain, not all of it, so the
@@ -73,10 +74,7 @@ describe('the shutdown budget', () => {
       // A refused request just before the signal: its log entry is still waiting to be stored.
       const refused = await fetch(`${server.baseUrl}/api/feedback/get-feedback`);
       expect(refused.status).toBe(401);
-      const signalled = performance.now();
-      server.child.kill('SIGTERM');
-      const exitCode = await server.exitCode();
-      const took = performance.now() - signalled;
+      const { exitCode, tookMs: took } = await server.terminate();
       expect(exitCode, server.output()).toBe(0);
       expect(took).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
       expect(await ingest).toBe(503);
@@ -86,10 +84,6 @@ describe('the shutdown budget', () => {
       await server.stop();
     }
     // The refusal reached app_logs before the process ended.
-    const stored = await database.sql`
-      select 1 from public.app_logs
-       where source = 'server' and (context ->> 'statusCode')::int = 401
-         and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;
-    expect(stored.length).toBeGreaterThan(0);
+    expect((await storedListRefusals(database.sql)).length).toBeGreaterThan(0);
   });
 });

@@ -10,6 +10,7 @@ import { startServerProcess } from './support/fault-traffic.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { floodingDashboardApp } from './support/flooding-dashboard.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
+import { storedListRefusals } from './support/db.ts';
 
 // Long responses on close. A download in progress, or a dashboard stream,
 // once held server.close() open until the deadline killed the process
@@ -51,10 +52,7 @@ describe('SIGTERM during a download whose client reads slowly', () => {
       // A refused request just before the signal: its log entry is still waiting to be stored.
       expect((await fetch(`${server.baseUrl}/api/feedback/get-feedback`)).status).toBe(401);
 
-      const signalled = performance.now();
-      server.child.kill('SIGTERM');
-      const exitCode = await server.exitCode();
-      const took = performance.now() - signalled;
+      const { exitCode, tookMs: took } = await server.terminate();
       expect(exitCode, server.output()).toBe(0);
       expect(took).toBeLessThan(SHUTDOWN_TIMEOUT_MS);
       // The download had its share of the deadline before it was cut.
@@ -71,11 +69,7 @@ describe('SIGTERM during a download whose client reads slowly', () => {
       await server.stop();
     }
     // The log flush (an onClose step) ran: the refusal reached app_logs before the process ended.
-    const stored = await database.sql`
-      select 1 from public.app_logs
-       where source = 'server' and (context ->> 'statusCode')::int = 401
-         and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;
-    expect(stored.length).toBeGreaterThan(0);
+    expect((await storedListRefusals(database.sql)).length).toBeGreaterThan(0);
   });
 });
 

@@ -60,3 +60,15 @@ export async function asUser<T>(sql: postgres.Sql, userId: string | null, work: 
 }
 
 class Rollback extends Error {}
+
+/**
+ * Rows the stored log holds for 401s on the feedback list: the shutdown tests
+ * refuse such a request, and find it stored only if the log flush ran before
+ * the process ended.
+ */
+export function storedListRefusals(sql: postgres.Sql) {
+  return sql`
+    select 1 from public.app_logs
+     where source = 'server' and (context ->> 'statusCode')::int = 401
+       and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;
+}

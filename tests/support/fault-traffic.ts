@@ -90,8 +90,8 @@ export interface ServerProcess {
   output(): string;
   /** Null while it runs; else how it ended. */
   ended(): string | null;
-  /** The exit code once the process has exited (null when a signal ended it). */
-  exitCode(): Promise<number | null>;
+  /** SIGTERM, then the exit code (null when a signal ended it) and how long the process took to exit. */
+  terminate(): Promise<{ exitCode: number | null; tookMs: number }>;
   stop(): Promise<void>;
 }
 
@@ -149,7 +149,12 @@ export async function startServerProcess(
     child,
     output: () => output,
     ended: () => ended,
-    exitCode: () => exited.then(() => child.exitCode),
+    async terminate() {
+      const signalled = performance.now();
+      child.kill('SIGTERM');
+      await exited;
+      return { exitCode: child.exitCode, tookMs: performance.now() - signalled };
+    },
     async stop() {
       if (ended) return;
       child.kill('SIGTERM');
