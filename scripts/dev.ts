@@ -8,7 +8,7 @@ import { scriptSettings } from './settings.ts';
 import { AUTH_BIN_VARIABLE, AuthBinaryError, type AuthServer, findAuthBinary } from './stack/auth-server.ts';
 import { databaseUrl, MigrationError, ROOT } from './stack/database.ts';
 import { ensurePortFree } from './stack/free-port.ts';
-import { DEFAULT_POSTGRES_URL, startStack, type Stack } from './stack/index.ts';
+import { DatabaseServerError, localPostgresUrl, startStack, type Stack } from './stack/index.ts';
 import type { MailSink } from './stack/mail-sink.ts';
 import { serviceNodeFlags } from './service-flags.ts';
 
@@ -20,7 +20,9 @@ import { serviceNodeFlags } from './service-flags.ts';
 
 const DEV_DATABASE = 'portfolio_dev';
 /** The local stack's database as its owner (DATABASE_OWNER_URL unless .env says otherwise); grant-role's default. */
-export const DEV_OWNER_URL = databaseUrl(DEFAULT_POSTGRES_URL, DEV_DATABASE);
+export function devOwnerUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return databaseUrl(localPostgresUrl(env), DEV_DATABASE);
+}
 /** The ports `supabase start` uses, so URLs look the same with either. */
 export const DEV_PORTS = { gateway: 54321, mailApi: 54324, smtp: 54325, oidcIssuer: 54326 };
 export const SECRETS_FILE = path.join(ROOT, '.cache/dev-secrets.json');
@@ -117,7 +119,7 @@ const DEV_PORT_NAMES: Record<number, string> = {
 
 /** The one line a failure we can explain ends `npm run dev` with; undefined for any other (a bug: its stack trace helps). */
 function failureLine(error: unknown, apiPort: number): string | undefined {
-  if (error instanceof AuthBinaryError || error instanceof MigrationError) return error.message;
+  if (error instanceof AuthBinaryError || error instanceof MigrationError || error instanceof DatabaseServerError) return error.message;
   const { code, port, address } = error as NodeJS.ErrnoException & { port?: number; address?: string };
   if (code !== 'EADDRINUSE' || port === undefined) return undefined;
   const [what, advice] =

@@ -1,6 +1,6 @@
 import postgres from 'postgres';
 import { APP_ROLES } from '../src/lib/roles.ts';
-import { DEV_OWNER_URL } from './dev.ts';
+import { devOwnerUrl } from './dev.ts';
 import { ownerHint } from './owner-hint.ts';
 import { scriptSettings } from './settings.ts';
 
@@ -20,7 +20,7 @@ let url = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL;
 if (!url) {
   // `npm run dev` without a .env sends the first admin here, from a shell
   // that has none of its environment: its database is the one meant.
-  url = DEV_OWNER_URL;
+  url = devOwnerUrl();
   console.error(`DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, ${url}`);
 }
 const sql = postgres(url, { max: 1, onnotice: () => {} });

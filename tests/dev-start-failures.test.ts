@@ -34,6 +34,17 @@ describe('npm run dev that cannot start', () => {
     expect(stderr.trim().split('\n')).toEqual(['npm run dev: SUPABASE_AUTH_BIN=/nonexistent is not an executable file']);
   });
 
+  it('PostgreSQL not answering: one line naming the server and LOCAL_POSTGRES_URL, exit code 1', async () => {
+    // Nothing listens on a port freePort just released.
+    const closed = await freePort();
+    const { code, stdout, stderr } = await runDev({ LOCAL_POSTGRES_URL: `postgres://postgres@127.0.0.1:${closed}/postgres`, PORT: String(await freePort()) });
+    expect(code, stderr).toBe(1);
+    expect(stderr.trim().split('\n')).toEqual([
+      `npm run dev: PostgreSQL at 127.0.0.1:${closed} is not reachable or refused to create portfolio_dev: connect ECONNREFUSED 127.0.0.1:${closed} (LOCAL_POSTGRES_URL names another server)`,
+    ]);
+    expect(stdout).toContain('starting the local stack');
+  });
+
   it("the API's port taken: one line naming it and PORT, exit code 1", async () => {
     const taken = net.createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));

@@ -9,10 +9,19 @@ import { type AuthSettings, readAuthSettings } from './supabase-config.ts';
 // bootstrap, an SMTP sink, Supabase Auth when a binary is given (its own
 // migrations, then ours, as on a hosted project), and our migrations.
 
-export const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
+export const LOCAL_POSTGRES_VARIABLE = 'LOCAL_POSTGRES_URL';
+
+/** The PostgreSQL server the stack makes its database on: LOCAL_POSTGRES_URL, else the machine's own on 5432. */
+export function localPostgresUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return env[LOCAL_POSTGRES_VARIABLE]?.trim() || DEFAULT_POSTGRES_URL;
+}
+
+/** The stack's PostgreSQL server did not answer, or refused to make its database. */
+export class DatabaseServerError extends Error {}
 
 export interface StackOptions {
-  /** Server-level URL (any database); the stack makes its own database on it. */
+  /** Server-level URL (any database) of a superuser; the stack makes its own database on it. Defaults to localPostgresUrl(). */
   postgresUrl?: string;
   /** Defaults to a fresh, uniquely named database that stop() drops. */
   databaseName?: string;
@@ -42,7 +51,7 @@ export function uniqueDatabaseName(prefix = 'portfolio_test'): string {
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const log = options.log ?? (() => {});
-  const postgresUrl = options.postgresUrl ?? DEFAULT_POSTGRES_URL;
+  const postgresUrl = options.postgresUrl ?? localPostgresUrl();
   const databaseName = options.databaseName ?? uniqueDatabaseName();
   const keepDatabase = options.keepDatabase ?? options.databaseName !== undefined;
   const url = databaseUrl(postgresUrl, databaseName);
@@ -50,7 +59,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     await createDatabase(postgresUrl, databaseName, { recreate: !keepDatabase });
   } catch (error) {
-    throw new Error(`PostgreSQL at ${new URL(postgresUrl).host} is not reachable or refused to create ${databaseName}: ${(error as Error).message}`);
+    throw new DatabaseServerError(
+      `PostgreSQL at ${new URL(postgresUrl).host} is not reachable or refused to create ${databaseName}: ${(error as Error).message} (${LOCAL_POSTGRES_VARIABLE} names another server)`,
+    );
   }
   await applyPlatform(url);
 
