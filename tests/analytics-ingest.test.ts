@@ -125,6 +125,17 @@ describe('recording events', () => {
     expect(visitor(ids[3])).toBe('member-7');
   });
 
+  it("a website id in capitals is the same website: one visitor, one session, in one batch's rollups", async () => {
+    const own = await createWebsite(app, 'Capitals');
+    const sessionId = `caps-${randomUUID()}`;
+    const answers = await Promise.all([post(event(own.id, { sessionId })), post(event(own.id.toUpperCase(), { sessionId }))]);
+    expect(answers.map((answer) => answer.statusCode)).toEqual([201, 201]);
+    const rows = await sql`select distinct visitor_id from public.analytics_events where website_id = ${own.id}`;
+    expect(rows).toHaveLength(1);
+    const summary = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${own.id}`, headers: { 'x-api-key': own.apiKey } });
+    expect(summary.json().data).toMatchObject({ pageViews: 2, uniqueVisitors: 1 });
+  });
+
   it('a known bot → 202 {success: true} and nothing stored', async () => {
     const sessionId = `bot-${randomUUID()}`;
     const response = await post(event(site.id, { userAgent: GOOGLEBOT, sessionId }));
@@ -146,7 +157,9 @@ describe('recording events', () => {
     ['eventType unknown', { eventType: 'scroll' }, 'eventType', 'Event type must be one of: page_view, click, form_submit, custom'],
     ['page missing', { page: undefined }, 'page', 'Page is required'],
     ['page empty', { page: '' }, 'page', 'Page is required'],
-    ['page too long', { page: '/' + 'a'.repeat(2048) }, 'page', 'Page must be at most 2048 characters'],
+    ['page too long', { page: '/' + 'a'.repeat(2048) }, 'page', 'Page must be at most 2048 bytes as UTF-8'],
+    // 684 characters, 2,050 bytes.
+    ['page too long in bytes', { page: '/' + '页'.repeat(683) }, 'page', 'Page must be at most 2048 bytes as UTF-8'],
     ['userAgent missing', { userAgent: undefined }, 'userAgent', 'User agent is required'],
     ['sessionId a number', { sessionId: 42 }, 'sessionId', 'Session id must be a string'],
     ['sessionId too long', { sessionId: 's'.repeat(129) }, 'sessionId', 'Session id must be at most 128 characters'],
@@ -169,6 +182,14 @@ describe('recording events', () => {
     expect(body).toMatchObject({ success: false, error: 'Validation failed', statusCode: 400 });
     if (message === null) expect(body.details[field]).toHaveLength(1);
     else expect(body.details[field], JSON.stringify(body.details)).toContain(message);
+  });
+
+  it('a page of 2,047 bytes of CJK text is stored and counted among the top pages', async () => {
+    const own = await createWebsite(app, 'Long pages');
+    const page = '/' + '页'.repeat(682);
+    const response = await post(event(own.id, { page }));
+    expect(response.statusCode, response.body).toBe(201);
+    expect(await sql`select views::int from public.analytics_daily_pages where website_id = ${own.id} and page = ${page}`).toEqual([{ views: 1 }]);
   });
 
   it('loadTime from 0 to an hour is counted in avgLoadTime; one beyond is refused and leaves the metric as it was', async () => {
@@ -268,13 +289,27 @@ describe('group commit: batches and their failures', () => {
     }
   });
 
-  it('a row the database refuses (check violation) gets 400; the rest of its batch is stored and answered 201', async () => {
-    // A database of this test's own: the check added below takes the table's
+  // 54000 is what a value too big for an index key gets (a page of 2,048 CJK
+  // characters did, before pages were bounded in bytes): the trigger raises it
+  // for one page, as the index would.
+  it.each([
+    ['a check violation', `alter table public.analytics_events add constraint refuse_me check (page <> '/refuse-me')`],
+    [
+      'a value too big for an index',
+      `create function public.refuse_me() returns trigger language plpgsql as $$
+         begin
+           if new.page = '/refuse-me' then raise exception 'index row size exceeds btree maximum' using errcode = '54000'; end if;
+           return new;
+         end $$;
+       create trigger refuse_me before insert on public.analytics_events for each row execute function public.refuse_me()`,
+    ],
+  ])('a row the database refuses (%s) gets 400; the rest of its batch is stored and answered 201', async (_label, refusal) => {
+    // A database of this test's own: the change below takes the table's
     // strongest lock, which would stall the other files' work on a shared one.
     const database = await createPrivateDatabase('refused_row');
     const owner = postgres(database.url, { max: 1, onnotice: () => {} });
     const refused = '/refuse-me';
-    await owner.unsafe(`alter table public.analytics_events add constraint refuse_me check (page <> '${refused}')`);
+    await owner.unsafe(refusal);
     // A long wait, so the requests share one batch.
     const app = await buildTestApp({ DATABASE_URL: database.url, ANALYTICS_BATCH_MAX_WAIT_MS: '300', ANALYTICS_BATCH_MAX_ROWS: '1000' });
     try {

@@ -157,6 +157,9 @@ describe('days and ids', () => {
     expect(isCalendarDay('2026-02-29')).toBe(false);
     expect(isCalendarDay('2026-13-01')).toBe(false);
     expect(isCalendarDay('2026-1-01')).toBe(false);
+    // Date.UTC reads years 0 to 99 as 1900 to 1999, so none of their days was one.
+    expect(isCalendarDay('0096-02-29')).toBe(true);
+    expect(isCalendarDay('0099-12-03')).toBe(true);
     expect(addDays('2026-03-01', -1)).toBe('2026-02-28');
     expect(daysInRange('2026-01-01', '2026-12-31')).toBe(365);
     expect(daysInRange('2026-01-02', '2026-01-01')).toBe(0);

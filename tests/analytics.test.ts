@@ -254,6 +254,9 @@ describe('analytics summaries', () => {
     ['startDate=2026-03-05&endDate=2026-03-04', 'startDate', 'Start date must not be after end date'],
     ['startDate=2025-03-01&endDate=2026-03-02', 'endDate', 'Date range must be at most one year'],
     ['startDate=2024-02-29&endDate=2025-03-02', 'endDate', 'Date range must be at most one year'],
+    ['startDate=1969-12-31&endDate=1970-01-02', 'startDate', 'Start date must be from 1970-01-01 to 9999-12-31'],
+    // Years 0 to 99 are days too (Date.UTC read 0100 as 1900); only not ones a range may name.
+    ['endDate=0100-01-01', 'endDate', 'End date must be from 1970-01-01 to 9999-12-31'],
   ])('dates %s → 400 on %s', async (query, field, message) => {
     for (const url of [`/api/analytics?websiteId=${site.id}&${query}`, `/api/analytics/date-range?websiteId=${site.id}&${query}`]) {
       const response = await app.inject({ method: 'GET', url, headers: { 'x-api-key': site.apiKey } });
@@ -267,6 +270,9 @@ describe('analytics summaries', () => {
       ['2025-03-03', '2026-03-03'],
       ['2023-11-26', '2024-11-26'],
       ['2024-02-29', '2025-03-01'],
+      // The last days a range may name: a year after 9999-12-31 no longer has four digits.
+      ['9999-01-01', '9999-12-31'],
+      ['9999-12-31', '9999-12-31'],
     ]) {
       const allowed = await summary(`websiteId=${site.id}&startDate=${startDate}&endDate=${endDate}`, { 'x-api-key': site.apiKey });
       expect(allowed.statusCode, startDate).toBe(200);

@@ -41,12 +41,12 @@ const codeOf = (error: unknown) => (error as { code?: unknown } | null)?.code;
 
 /**
  * An error that belongs to one row's data (a data exception, a check or
- * not-null violation), not to the database being unavailable: the batch's
- * other rows can still be stored.
+ * not-null violation, a value too big for an index), not to the database
+ * being unavailable: the batch's other rows can still be stored.
  */
 function isRowDataError(error: unknown): boolean {
   const code = codeOf(error);
-  return typeof code === 'string' && (code.startsWith('22') || code === '23514' || code === '23502');
+  return typeof code === 'string' && (code.startsWith('22') || code === '23514' || code === '23502' || code === '54000');
 }
 
 export default fp<{ config: Config }>(

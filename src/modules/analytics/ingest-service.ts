@@ -33,12 +33,14 @@ export function createIngestService({
       const agent = describeUserAgent(body.userAgent);
       if (agent.bot) return { kind: 'bot' };
       if (!UUID.test(body.websiteId)) throw websiteNotFound();
+      // One website, one spelling: the visitor hash and the batch's rollups key on this text.
+      const websiteId = body.websiteId.toLowerCase();
       const at = new Date();
       const id = uuidv7(at.getTime());
       const { page, campaign } = readCampaign(body.page);
       const outcome = await batcher.record({
         id,
-        websiteId: body.websiteId,
+        websiteId,
         eventType: body.eventType,
         page,
         referrer: body.referrer || null,
@@ -47,7 +49,7 @@ export function createIngestService({
         deviceType: agent.device,
         sessionId: body.sessionId,
         userId: body.userId ?? null,
-        visitorId: visitorId({ userId: body.userId, websiteId: body.websiteId, ip: client.ip, userAgent: body.userAgent, at }),
+        visitorId: visitorId({ userId: body.userId, websiteId, ip: client.ip, userAgent: body.userAgent, at }),
         country: countryOf(client.ip),
         ...campaign,
         metadata: body.metadata ?? {},

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { boundedJsonObject, isStorableText, requiredString } from '../../lib/schemas.ts';
-import { addDays, daysInRange, isCalendarDay, sameDayNextYear, utcDay } from './dates.ts';
+import { addDays, daysInRange, FIRST_DAY, isCalendarDay, isDayInRange, isWithinAYear, LAST_DAY, utcDay } from './dates.ts';
 
 // Request and response shapes of the analytics routes (SPEC sections 2 and 4).
 // Every input is bounded; dates are whole UTC days.
@@ -24,11 +24,23 @@ const text = (label: string, max: number) =>
 const hasCountableLoadTime = (metadata: Record<string, unknown>) =>
   typeof metadata.loadTime !== 'number' || (Number.isFinite(metadata.loadTime) && metadata.loadTime >= 0 && metadata.loadTime <= LOAD_TIME_MAX_MS);
 
+/**
+ * A page is a key of the daily pages rollup, and a btree key holds at most
+ * 2,704 bytes: 2,048 characters of CJK text (6 KB) failed the insert of its
+ * whole batch. Bounded in UTF-8 bytes, then; a browser's `location.pathname`
+ * is percent-encoded ASCII, so for a tracker that is 2,048 characters still.
+ */
+export const PAGE_MAX_BYTES = 2048;
+const page = requiredString('Page')
+  .min(1, 'Page is required')
+  .refine((value) => Buffer.byteLength(value) <= PAGE_MAX_BYTES, `Page must be at most ${PAGE_MAX_BYTES} bytes as UTF-8`)
+  .refine(isStorableText, 'Page must not contain NUL characters or unpaired surrogates');
+
 export const RecordEventBodySchema = z.object({
   // Any string: an id that is not one of our websites is simply not found (404).
   websiteId: text('Website id', 64),
   eventType: z.enum(EVENT_TYPES, { error: `Event type must be one of: ${EVENT_TYPES.join(', ')}` }),
-  page: text('Page', 2048),
+  page,
   referrer: z
     .string({ error: 'Referrer must be a string' })
     .max(2048, 'Referrer must be at most 2048 characters')
@@ -54,7 +66,8 @@ export const IgnoredEventResponseSchema = z.object({ success: z.literal(true) })
 const day = (label: string) =>
   z
     .string()
-    .refine(isCalendarDay, `${label} must be a date written YYYY-MM-DD`)
+    .refine(isCalendarDay, { error: `${label} must be a date written YYYY-MM-DD`, abort: true })
+    .refine(isDayInRange, `${label} must be from ${FIRST_DAY} to ${LAST_DAY}`)
     .optional();
 
 /**
@@ -72,8 +85,7 @@ function resolveRange<Q extends { startDate?: string; endDate?: string }>(query:
 /** Start not after end, and a year at most: a range from a day to the same day a year later is allowed, 29 February or not. */
 function checkRange({ startDate, endDate }: { startDate: string; endDate: string }, context: z.RefinementCtx) {
   if (daysInRange(startDate, endDate) < 1) context.addIssue({ code: 'custom', path: ['startDate'], message: 'Start date must not be after end date' });
-  // YYYY-MM-DD strings sort as the days do.
-  else if (endDate > sameDayNextYear(startDate)) context.addIssue({ code: 'custom', path: ['endDate'], message: 'Date range must be at most one year' });
+  else if (!isWithinAYear(startDate, endDate)) context.addIssue({ code: 'custom', path: ['endDate'], message: 'Date range must be at most one year' });
 }
 
 const websiteId = z.uuid({ error: (issue) => (issue.input === undefined ? 'Website id is required' : 'Website id must be a UUID') });
