@@ -73,6 +73,17 @@ describe.runIf(auth)('real sessions and roles', () => {
     expect(me.body.data.roles).toEqual(['user', 'editor']);
   });
 
+  it('an admin steps down to editor while another admin remains: 200, and the admin routes are closed to them', { timeout: 20_000 }, async () => {
+    const second = await signUp(base, 'roles-second-admin');
+    expect((await grant(second.id, ['admin'])).status).toBe(200);
+    await expect.poll(async () => (await call(base, 'GET', '/api/admin/users', { token: second.accessToken })).status, { timeout: 7_000 }).toBe(200);
+    // Their own request: the insert policy asks for the admin row the replacement removes.
+    const stepDown = await call(base, 'POST', `/api/userRoles/${second.id}`, { token: second.accessToken, body: { roles: ['editor'] } });
+    expect(stepDown.status, JSON.stringify(stepDown.body)).toBe(200);
+    expect(stepDown.body.data).toEqual({ userId: second.id, roles: ['editor'] });
+    await expect.poll(async () => (await call(base, 'GET', '/api/admin/users', { token: second.accessToken })).status, { timeout: 7_000 }).toBe(403);
+  });
+
   it('an admin creates an account through the auth server, and changes its e-mail; the profile follows', async () => {
     const email = uniqueEmail('created');
     const created = await call(base, 'POST', '/api/users', { token: admin.accessToken, body: { email, password: 'created-secret', name: 'New Person' } });

@@ -27,14 +27,16 @@ export async function replaceUserRoles(
   // delete and insert would leave a mix of both sets, or deadlock. The role-change
   // trigger records the label (the setting's name is the migration's).
   await tx`select pg_advisory_xact_lock(hashtext('public.user_roles'), hashtext(${userId})), set_config('app.actor', ${changedBy}, true)`;
-  const revoked = await tx<{ role: AppRole }[]>`
-    delete from public.user_roles
-     where user_id = ${userId} and role::text <> all(${roles}::text[])
-    returning role::text as role`;
+  // Grants first: an admin who steps down to editor would otherwise have lost
+  // the admin row the insert policy asks for before the insert ran (403).
   const granted = await tx<{ role: AppRole }[]>`
     insert into public.user_roles (user_id, role, granted_by)
     select ${userId}, r::public.app_role, (select auth.uid()) from unnest(${roles}::text[]) as r
     on conflict (user_id, role) do nothing
+    returning role::text as role`;
+  const revoked = await tx<{ role: AppRole }[]>`
+    delete from public.user_roles
+     where user_id = ${userId} and role::text <> all(${roles}::text[])
     returning role::text as role`;
   return { granted: granted.map((row) => row.role), revoked: revoked.map((row) => row.role) };
 }
