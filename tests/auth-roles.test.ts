@@ -52,6 +52,13 @@ describe.runIf(auth)('real sessions and roles', () => {
     // Nobody grants themself a role.
     expect((await call(base, 'POST', `/api/userRoles/${user.id}`, { token: user.accessToken, body: { roles: ['admin'] } })).status).toBe(403);
     expect((await call(base, 'GET', `/api/users/${admin.id}`, { token: user.accessToken })).status).toBe(403);
+    // A profile form sends the whole profile back: their own address, unchanged, is no e-mail change.
+    const renamed = await call(base, 'PUT', `/api/users/${user.id}`, { token: user.accessToken, body: { name: 'Renamed Self', email: user.email.toUpperCase() } });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    expect(renamed.body.data).toMatchObject({ id: user.id, email: user.email, name: 'Renamed Self' });
+    const moved = await call(base, 'PUT', `/api/users/${user.id}`, { token: user.accessToken, body: { email: uniqueEmail('moved-self') } });
+    expect(moved.status).toBe(403);
+    expect(moved.body).toEqual({ success: false, error: 'Only an admin may change an e-mail address', statusCode: 403 });
   });
 
   it('roles granted by an admin take effect: a viewer reads websites, an editor creates them, neither deletes', { timeout: 20_000 }, async () => {
