@@ -110,6 +110,14 @@ describe('logs', () => {
     expect(Object.keys(filter.json().details).sort()).toEqual(['level', 'limit']);
   });
 
+  it('says what is wrong once per field, in its own words', async () => {
+    const notText = await app.inject({ method: 'POST', url: '/api/admin/logs', headers: admin, payload: { level: 'info', message: 42 } });
+    expect(notText.json()).toMatchObject({ error: 'Validation failed', details: { message: ['Message must be a string'] } });
+    const filter = await app.inject({ method: 'GET', url: '/api/admin/logs?source=bogus&limit=100000000000000000000000', headers: admin });
+    expect(filter.statusCode).toBe(400);
+    expect(filter.json().details).toEqual({ source: ['Source must be one of: server, client'], limit: ['Limit must be an integer from 1 to 500'] });
+  });
+
   it('persists server entries at warn and above, with the request id, off the request path', async () => {
     const requestId = `log-test-${crypto.randomUUID()}`;
     // A refused request is not stored on its own: refusals are stored as counts
@@ -332,6 +340,16 @@ describe('logs on a database of their own', () => {
   });
 });
 
+describe('POST /admin/status/session (the dashboard sign-in)', () => {
+  it('names a missing or empty field the way the auth routes do', async () => {
+    const noPassword = await app.inject({ method: 'POST', url: '/admin/status/session', payload: { email: 'x' } });
+    expect(noPassword.statusCode).toBe(400);
+    expect(noPassword.json().details).toEqual({ password: ['Password is required'] });
+    const empty = await app.inject({ method: 'POST', url: '/admin/status/session', payload: { email: ' ', password: 42 } });
+    expect(empty.json().details).toEqual({ email: ['Email is required'], password: ['Password must be a string'] });
+  });
+});
+
 describe('GET /api/admin/users', () => {
   it('lists profiles with their roles, searchable and paginated', async () => {
     const tag = crypto.randomUUID().slice(0, 8);
@@ -359,5 +377,7 @@ describe('GET /api/admin/users', () => {
     const nul = await app.inject({ method: 'GET', url: '/api/admin/users?search=a%00b', headers: admin });
     expect(nul.statusCode).toBe(400);
     expect(nul.json()).toMatchObject({ error: 'Validation failed', details: { search: ['Search must not contain NUL characters or unpaired surrogates'] } });
+    const long = await app.inject({ method: 'GET', url: `/api/admin/users?search=${'s'.repeat(201)}`, headers: admin });
+    expect(long.json()).toMatchObject({ error: 'Validation failed', details: { search: ['Search must be at most 200 characters'] } });
   });
 });

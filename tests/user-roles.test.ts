@@ -69,11 +69,29 @@ describe('/api/userRoles', () => {
         await grantRole(sql, user.id, 'viewer');
       }
       const asked = [['editor'], ['viewer']];
-      const answers = await Promise.all(asked.map((roles) => setRoles(user.id, roles)));
+      // Every other trial names the user in upper case once: the same user, so the same turn to take.
+      const answers = await Promise.all(asked.map((roles, i) => setRoles(trial % 2 === 1 && i === 0 ? user.id.toUpperCase() : user.id, roles)));
       expect(answers.map((answer) => answer.statusCode), `trial ${trial}`).toEqual([200, 200]);
       const [{ roles }] = await sql`select coalesce(array_agg(role::text order by role), '{}') as roles from public.user_roles where user_id = ${user.id}`;
       expect(asked, `trial ${trial}: ${roles}`).toContainEqual(roles);
     }
+  });
+
+  it('an upper-case id names the same user, and the answer names them as stored (lower case)', async () => {
+    const user = await createAuthUser(sql);
+    const replaced = await setRoles(user.id.toUpperCase(), ['viewer']);
+    expect(replaced.statusCode).toBe(200);
+    expect(replaced.json().data).toEqual({ userId: user.id, roles: ['viewer'] });
+    const read = await app.inject({ method: 'GET', url: `/api/userRoles/${user.id.toUpperCase()}`, headers: admin });
+    expect(read.json().data).toEqual({ userId: user.id, roles: ['viewer'] });
+  });
+
+  it('tolerates repeats up to twice the roles there are; a longer list is refused in its own words', async () => {
+    const user = await createAuthUser(sql);
+    expect((await setRoles(user.id, Array(6).fill('viewer'))).json().data.roles).toEqual(['viewer']);
+    const tooMany = await setRoles(user.id, Array(7).fill('viewer'));
+    expect(tooMany.statusCode).toBe(400);
+    expect(tooMany.json().details).toEqual({ roles: ['Roles must list at most 6 entries'] });
   });
 
   it('answers 400 for an unknown role, 404 for an unknown user', async () => {

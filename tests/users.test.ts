@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Caller } from '../src/plugins/auth.ts';
 import { canSetUserRoles } from '../src/modules/roles/permissions.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from '../src/modules/users/permissions.ts';
 import { expectRefused, useAdminApp } from './support/admin-auth.ts';
+import { buildTestApp } from './support/app.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
+import { call, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
 
 // /api/users. Accounts are auth.users rows made the way the auth server
 // stores them; the admin credential is the legacy admin token. Paths that
@@ -112,6 +114,13 @@ describe('POST /api/users', () => {
     });
   });
 
+  it('answers a field of the wrong type with one message', async () => {
+    const payload = { email: uniqueEmail('typed'), password: 'secret123', name: ['a'] };
+    const response = await app.inject({ method: 'POST', url: '/api/users', headers: admin, payload });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().details).toEqual({ name: ['Name must be a string'] });
+  });
+
   it('answers 503 while no auth server is configured (accounts are created there)', async () => {
     const response = await app.inject({
       method: 'POST',
@@ -152,6 +161,31 @@ describe('PUT /api/users/:id', () => {
     const empty = await app.inject({ method: 'PUT', url: `/api/users/${user.id}`, headers: admin, payload: {} });
     expect(empty.statusCode).toBe(400);
     expect(empty.json().error).toBe('Validation failed');
+  });
+});
+
+const auth = realAuth();
+
+describe.runIf(auth)('their own records by an upper-case id (real sessions)', () => {
+  let server: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    server = await buildTestApp(realAuthEnv(auth!));
+    base = await server.listen({ host: '127.0.0.1', port: 0 });
+  }, 60_000);
+  afterAll(async () => server?.close());
+
+  it('GET and PUT /api/users/:id and GET /api/userRoles/:userId: the same user in either case', async () => {
+    const me = await signUp(base, 'users-cased');
+    const upper = me.id.toUpperCase();
+    const read = await call(base, 'GET', `/api/users/${upper}`, { token: me.accessToken });
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body.data).toMatchObject({ id: me.id, email: me.email });
+    const renamed = await call(base, 'PUT', `/api/users/${upper}`, { token: me.accessToken, body: { name: 'Upper Case' } });
+    expect(renamed.status, JSON.stringify(renamed.body)).toBe(200);
+    expect(renamed.body.data).toMatchObject({ id: me.id, name: 'Upper Case' });
+    const roles = await call(base, 'GET', `/api/userRoles/${upper}`, { token: me.accessToken });
+    expect(roles.body).toEqual({ success: true, data: { userId: me.id, roles: [] } });
   });
 });
 

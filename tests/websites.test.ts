@@ -75,6 +75,23 @@ describe('websites routes', () => {
     }
   });
 
+  it('a key of any other shape is not one of ours: 404 like any wrong key; an empty X-API-Key is no key (401)', async () => {
+    const long = 'k'.repeat(300);
+    const byPath = await app.inject({ method: 'GET', url: `/api/websites/api-key/${long}` });
+    expect(byPath.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+    const byHeader = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': long } });
+    expect(byHeader.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+    const empty = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': '' } });
+    expect(empty.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+  });
+
+  it('an upper-case id names the same website', async () => {
+    const site = await createWebsite(app, 'Cased');
+    const read = await app.inject({ method: 'GET', url: `/api/websites/${site.id.toUpperCase()}`, headers: auth });
+    expect(read.statusCode).toBe(200);
+    expect(read.json().data.id).toBe(site.id);
+  });
+
   it('POST /:id/api-key replaces the key: the new one works at once, shown once; the old one opens nothing; unknown id → 404', async () => {
     const site = await createWebsite(app, 'Rotated');
     const rotated = await app.inject({ method: 'POST', url: `/api/websites/${site.id}/api-key`, headers: auth });
@@ -156,10 +173,26 @@ describe('websites routes', () => {
     ['name too long', { name: 'n'.repeat(201), domain: 'a.test' }, 'name', 'Name must be at most 200 characters'],
     ['domain not a host', { name: 'A', domain: 'https://a.test/x' }, 'domain', 'Domain must be a host name such as example.com'],
     ['settings an array', { name: 'A', domain: 'a.test', settings: [] }, 'settings', 'Settings must be a JSON object'],
+    ['a settings key over 100 characters', { name: 'A', domain: 'a.test', settings: { ['k'.repeat(101)]: 1 } }, 'settings', 'Settings keys must be at most 100 characters'],
+    ['a port over 65535', { name: 'A', domain: 'a.com:99999' }, 'domain', 'Domain port must be from 1 to 65535'],
+    ['port 0', { name: 'A', domain: 'a.com:0' }, 'domain', 'Domain port must be from 1 to 65535'],
+    ['name an array', { name: ['a'], domain: 'a.test' }, 'name', 'Name must be a string'],
   ])('POST with %s → 400', async (_label, payload, field, message) => {
     const response = await create(payload);
     expect(response.statusCode).toBe(400);
     expect(response.json()).toMatchObject({ error: 'Validation failed', details: { [field]: [message] } });
+  });
+
+  it('POST with a number JSON reads as Infinity (1e400) → 400, not stored as null', async () => {
+    const response = await app.inject({
+      method: 'POST',
+      url: '/api/websites',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: '{"name":"A","domain":"a.test","metadata":{"x":1e400}}',
+    });
+    expect(response.statusCode).toBe(400);
+    expect(response.json().details).toEqual({ metadata: ['Metadata must not contain numbers too large to store (such as 1e400)'] });
+    expect((await create({ name: 'Ported', domain: 'a.com:65535' })).statusCode).toBe(201);
   });
 
   it('a malformed id → 400; no token or a bad one → 401', async () => {

@@ -8,19 +8,38 @@ import { z } from 'zod';
  * A string field whose every refusal names it: absence, wrong type, and the
  * length checks chained on it without a message of their own (the schema's
  * message would otherwise stand for all of them: an empty token was
- * "Token must be a string").
+ * "Token must be a string"). A value of the wrong type gets that one message:
+ * zod still runs length checks on anything with a length (`["a"]` was also
+ * "Name must be at least 2 characters"), so the parse ends at the type issue.
  */
 export const requiredString = (label: string) =>
-  z.string({
-    // zod types this map for the type check alone, but it answers for the length checks too.
-    error: (typeIssue) => {
-      const issue = typeIssue as { code: string; input?: unknown; minimum?: unknown; maximum?: unknown };
-      if (issue.input === undefined) return `${label} is required`;
-      if (issue.code === 'too_small') return issue.minimum === 1 ? `${label} is required` : `${label} must be at least ${issue.minimum} characters`;
-      if (issue.code === 'too_big') return `${label} must be at most ${issue.maximum} characters`;
-      return `${label} must be a string`;
-    },
-  });
+  z
+    .string({
+      // zod types this map for the type check alone, but it answers for the length checks too.
+      error: (typeIssue) => {
+        const issue = typeIssue as { code: string; input?: unknown; minimum?: unknown; maximum?: unknown };
+        if (issue.input === undefined) return `${label} is required`;
+        if (issue.code === 'too_small') return issue.minimum === 1 ? `${label} is required` : `${label} must be at least ${issue.minimum} characters`;
+        if (issue.code === 'too_big') return `${label} must be at most ${issue.maximum} characters`;
+        return `${label} must be a string`;
+      },
+    })
+    .superRefine(endParse, { when: isNotString });
+
+/** Runs only on a value the type check refused (`when`); checks with a `when` of their own are skipped after it. */
+function endParse(_value: string, payload: z.core.ParsePayload) {
+  payload.aborted = true;
+}
+const isNotString = (payload: z.core.ParsePayload) => typeof payload.value !== 'string';
+
+/**
+ * A UUID a client sends (path, query or body), lower-cased. Postgres reads
+ * either case as the same uuid, but the id is also compared as text (is it
+ * the caller's own?), echoed back and used as a lock key. Written in the
+ * OpenAPI document as `format: uuid` all the same.
+ */
+export const uuidInput = (label: string) =>
+  z.uuid({ error: (issue) => (issue.input === undefined ? `${label} is required` : `${label} must be a UUID`) }).toLowerCase();
 
 /**
  * The auth server also refuses a domain label over 63 characters or ending in
@@ -33,11 +52,15 @@ const hasValidDomainLabels = (email: string) => email.slice(email.lastIndexOf('@
 export const EmailSchema = requiredString('Email')
   .trim()
   .toLowerCase()
-  .pipe(z.email({ error: 'Invalid email format', abort: true }).max(254).refine(hasValidDomainLabels, { error: 'Invalid email format' }));
+  .pipe(z.email({ error: 'Invalid email format', abort: true }).max(254).refine(hasValidDomainLabels, { error: 'Invalid email format' }))
+  // The document shows a pipe's input side, a plain string: say what the output side checks.
+  .meta({ format: 'email', maxLength: 254, description: 'Trimmed and lower-cased before it is checked' });
 export const PasswordSchema = requiredString('Password')
   .min(6, { error: 'Password must be at least 6 characters' })
   // bcrypt, which the auth server uses, reads at most 72 bytes.
-  .refine((value) => Buffer.byteLength(value) <= 72, { error: 'Password must be at most 72 bytes' });
+  .refine((value) => Buffer.byteLength(value) <= 72, { error: 'Password must be at most 72 bytes' })
+  // JSON Schema counts characters; 72 bytes are at most 72 of them.
+  .meta({ maxLength: 72, description: 'At least 6 characters and at most 72 bytes as UTF-8 (bcrypt reads no further)' });
 export const NameSchema = requiredString('Name')
   .trim()
   .min(2, { error: 'Name must be at least 2 characters' })
@@ -49,7 +72,8 @@ export const MessageResponseSchema = z.object({ success: z.literal(true), messag
 /** `limit` of a list query: an integer from 1 to `max`, `fallback` when absent. */
 export function limitSchema(max: number, fallback: number) {
   const message = `Limit must be an integer from 1 to ${max}`;
-  return z.coerce.number({ error: message }).int(message).min(1, message).max(max, message).default(fallback);
+  // abort: 1e23 is both not a safe integer and over the max; one message is enough.
+  return z.coerce.number({ error: message }).int({ error: message, abort: true }).min(1, message).max(max, message).default(fallback);
 }
 
 const OFFSET_MESSAGE = 'Offset must be a non-negative integer';
@@ -57,7 +81,7 @@ const OFFSET_MESSAGE = 'Offset must be a non-negative integer';
 /** `offset` of a list query; bounded so a huge offset cannot make Postgres walk millions of rows. */
 export const OffsetSchema = z.coerce
   .number({ error: OFFSET_MESSAGE })
-  .int(OFFSET_MESSAGE)
+  .int({ error: OFFSET_MESSAGE, abort: true })
   .min(0, OFFSET_MESSAGE)
   .max(1_000_000, 'Offset must be at most 1000000')
   .default(0);
@@ -82,17 +106,39 @@ export const storableText = (value: string) => value.toWellFormed().replaceAll('
 /** Does JSON text (as JSON.stringify writes it) hold an escape that jsonb refuses? */
 export const hasUnstorableEscape = (json: string) => UNSTORABLE_JSON_ESCAPE.test(json);
 
-/** A JSON object (string keys, any values) whose serialised form stays under `maxBytes`. */
+const JSON_KEY_MAX_LENGTH = 100;
+
+/**
+ * Does `value` (serialised as `json`) hold a number JSON cannot write? JSON.parse
+ * reads 1e400 as Infinity, which JSON.stringify writes, and jsonb so stores, as
+ * null. Only text with a null can hide one, so most objects are not walked again.
+ */
+function holdsNonFiniteNumber(value: unknown, json: string): boolean {
+  if (!json.includes('null')) return false;
+  let found = false;
+  JSON.stringify(value, (_key, item: unknown) => {
+    if (typeof item === 'number' && !Number.isFinite(item)) found = true;
+    return item;
+  });
+  return found;
+}
+
+/**
+ * A JSON object (string keys, any values) whose serialised form stays under
+ * `maxBytes`. Each refusal is one message on the field itself, and ends the
+ * parse: checks chained after this one read an object that is storable.
+ */
 export function boundedJsonObject(label: string, maxBytes: number) {
-  return z
-    .record(z.string().max(100, `${label} keys must be at most 100 characters`), z.unknown(), {
-      error: `${label} must be a JSON object`,
-    })
-    .superRefine((value, context) => {
-      const json = JSON.stringify(value);
-      if (Buffer.byteLength(json) > maxBytes) context.addIssue({ code: 'custom', message: `${label} must be at most ${maxBytes} bytes as JSON` });
-      else if (hasUnstorableEscape(json)) {
-        context.addIssue({ code: 'custom', message: `${label} must not contain NUL characters or unpaired surrogates` });
-      }
-    });
+  return z.record(z.string(), z.unknown(), { error: `${label} must be a JSON object` }).superRefine((value, context) => {
+    const refuse = (message: string) => context.addIssue({ code: 'custom', message, continue: false });
+    // Checked here rather than by the record's key schema: the record's own message would stand for it.
+    if (Object.keys(value).some((key) => key.length > JSON_KEY_MAX_LENGTH)) {
+      refuse(`${label} keys must be at most ${JSON_KEY_MAX_LENGTH} characters`);
+      return;
+    }
+    const json = JSON.stringify(value);
+    if (holdsNonFiniteNumber(value, json)) refuse(`${label} must not contain numbers too large to store (such as 1e400)`);
+    else if (Buffer.byteLength(json) > maxBytes) refuse(`${label} must be at most ${maxBytes} bytes as JSON`);
+    else if (hasUnstorableEscape(json)) refuse(`${label} must not contain NUL characters or unpaired surrogates`);
+  });
 }

@@ -1,11 +1,14 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
+import { contractOf } from '../lib/documented-as.ts';
+import type { z } from 'zod';
 
 // The OpenAPI document is generated from the same zod schemas that validate
-// requests, so it cannot drift from what the routes accept.
+// requests, so it cannot drift from what the routes accept. The one named
+// exception is documentedAs: a body the route parses loosely on purpose.
 
 interface OpenApiDocument {
   components?: { schemas?: Record<string, unknown> };
@@ -20,11 +23,41 @@ const ERROR_RESPONSE = {
     success: { const: false },
     error: { type: 'string', description: 'What went wrong, for people' },
     statusCode: { type: 'integer' },
-    details: { type: 'object', additionalProperties: { type: 'array', items: { type: 'string' } }, description: 'On 400 Validation failed: messages per field' },
+    details: {
+      type: 'object',
+      additionalProperties: { type: 'array', items: { type: 'string' } },
+      description:
+        'Messages per field, on a 400 about fields: always on `Validation failed` (the schema checks of body, query, ' +
+        "path and headers, and the JSON parser's), and on a few other 400s about one field, such as update-password's " +
+        '`Password must be at least 6 characters` under `newPassword`. A field inside another is written with dots ' +
+        '(`roles.1`); `_` holds what concerns the whole body or query rather than one field (a body that is not an ' +
+        'object, or a rule across fields such as `Give a name or an email to change`).',
+    },
     retryAfter: { type: 'integer', description: 'On 429: seconds until the budget resets (also the Retry-After header)' },
     requestId: { type: 'string', description: 'On 5xx: the id to quote when reporting it' },
   },
 } as const;
+
+/**
+ * The URL a route is documented under. A route written as '/' under a prefix
+ * is registered by Fastify with and without the trailing slash, as one route
+ * (one options object, its URL left as the slash form): it is documented in
+ * the SPEC's form, `/api/analytics`. No other route can hold that URL and
+ * method, as Fastify refuses a duplicate.
+ */
+function documentedUrl(route: RouteOptions & { routePath?: string }): string {
+  const { url } = route;
+  const alsoWithoutSlash = route.routePath === '/' && route.prefixTrailingSlash !== 'slash';
+  return alsoWithoutSlash && url.length > 1 && url.endsWith('/') ? url.slice(0, -1) : url;
+}
+
+/** zod schemas to JSON Schema (fastify-type-provider-zod), with documented contracts and URLs. */
+const transform: typeof jsonSchemaTransform = (input) => {
+  const body = input.schema?.body as z.ZodType | undefined;
+  const contract = body && contractOf(body);
+  const transformed = jsonSchemaTransform(contract ? { ...input, schema: { ...input.schema, body: contract } } : input);
+  return { ...transformed, url: documentedUrl(input.route) };
+};
 
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
@@ -63,7 +96,7 @@ export default fp<{ version: string }>(
           },
         },
       },
-      transform: jsonSchemaTransform,
+      transform,
       transformObject: (document) => withErrorResponses(('openapiObject' in document ? document.openapiObject : document.swaggerObject) as OpenApiDocument) as never,
     });
   },

@@ -8,4 +8,5 @@ export const AUTH_SUITES = [
   'tests/auth-roles.test.ts',
   'the dashboard sign-in of tests/admin-status.test.ts',
   'the real sessions of tests/feedback-item.test.ts',
+  'the real sessions of tests/users.test.ts',
 ];

@@ -76,6 +76,10 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       schema: {
         tags,
         summary: 'Record an analytics event (public); answered after it is committed',
+        description:
+          'The body is JSON, sent as application/json or as text/plain: navigator.sendBeacon and no-cors fetches send ' +
+          'text/plain, which needs no CORS preflight. 202 for an event from a bot, which is not stored.',
+        consumes: ['application/json', 'text/plain'],
         body: RecordEventBodySchema,
         response: { 201: RecordedEventResponseSchema, 202: IgnoredEventResponseSchema },
       },

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedJsonObject, isStorableText, requiredString } from '../../lib/schemas.ts';
+import { boundedJsonObject, isStorableText, requiredString, uuidInput } from '../../lib/schemas.ts';
 import { addDays, daysInRange, FIRST_DAY, isCalendarDay, isDayInRange, isWithinAYear, LAST_DAY, utcDay } from './dates.ts';
 
 // Request and response shapes of the analytics routes (SPEC sections 2 and 4).
@@ -63,12 +63,16 @@ export const RecordedEventResponseSchema = z.object({
 
 export const IgnoredEventResponseSchema = z.object({ success: z.literal(true) });
 
-const day = (label: string) =>
+const day = (label: string, description: string) =>
   z
     .string()
     .refine(isCalendarDay, { error: `${label} must be a date written YYYY-MM-DD`, abort: true })
     .refine(isDayInRange, `${label} must be from ${FIRST_DAY} to ${LAST_DAY}`)
+    // The refines have no JSON Schema form: the document says it in words.
+    .meta({ format: 'date', description: `${description}; from ${FIRST_DAY} to ${LAST_DAY}, a range at most a year` })
     .optional();
+const startDate = day('Start date', `First UTC day, YYYY-MM-DD. Default: the ${DEFAULT_RANGE_DAYS} days up to endDate`);
+const endDate = day('End date', 'Last UTC day, YYYY-MM-DD. Default: today (UTC), or startDate when that is later');
 
 /**
  * Fills in the default range: the last 30 days up to today (UTC), or 30 days
@@ -88,16 +92,16 @@ function checkRange({ startDate, endDate }: { startDate: string; endDate: string
   else if (!isWithinAYear(startDate, endDate)) context.addIssue({ code: 'custom', path: ['endDate'], message: 'Date range must be at most one year' });
 }
 
-const websiteId = z.uuid({ error: (issue) => (issue.input === undefined ? 'Website id is required' : 'Website id must be a UUID') });
+const websiteId = uuidInput('Website id');
 
 export const SummaryQuerySchema = z
-  .object({ websiteId, startDate: day('Start date'), endDate: day('End date') })
+  .object({ websiteId, startDate, endDate })
   .transform(resolveRange)
   .superRefine(checkRange);
 export const DateRangeQuerySchema = SummaryQuerySchema;
 export const WebsiteSummaryParamsSchema = z.object({ websiteId });
 export const WebsiteSummaryQuerySchema = z
-  .object({ startDate: day('Start date'), endDate: day('End date') })
+  .object({ startDate, endDate })
   .transform(resolveRange)
   .superRefine(checkRange);
 

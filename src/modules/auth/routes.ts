@@ -33,7 +33,18 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.post(
     '/signup',
-    { ...inRateLimitGroup(app, 'auth'), schema: { tags, body: SignUpBodySchema, response: { 201: SignUpResponseSchema } } },
+    {
+      ...inRateLimitGroup(app, 'auth'),
+      schema: {
+        tags,
+        summary: 'Create an account (public)',
+        description:
+          'Creates the account in Supabase Auth and answers with a session (`data.session` is null while the auth server asks for ' +
+          'e-mail confirmation). 409 `User with this email already exists`; 503 when the auth server does not answer.',
+        body: SignUpBodySchema,
+        response: { 201: SignUpResponseSchema },
+      },
+    },
     async function signUp(request, reply) {
       const data = await auth.signUp(request.ip, request.body);
       return reply.status(201).send({ success: true, message: 'User registered successfully', data });
@@ -42,7 +53,18 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.post(
     '/signin',
-    { ...inRateLimitGroup(app, 'auth'), schema: { tags, body: SignInBodySchema, response: { 200: SignInResponseSchema } } },
+    {
+      ...inRateLimitGroup(app, 'auth'),
+      schema: {
+        tags,
+        summary: 'Sign in with e-mail and password (public)',
+        description:
+          '400 `Email and password are required` when either is missing or empty; 401 `Invalid email or password`; ' +
+          '503 when the auth server does not answer.',
+        body: SignInBodySchema,
+        response: { 200: SignInResponseSchema },
+      },
+    },
     async function signIn(request) {
       const email = request.body.email?.trim();
       const { password } = request.body;
@@ -52,27 +74,68 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     },
   );
 
-  app.post('/refresh', { ...inRateLimitGroup(app, 'account'), schema: { tags, body: RefreshBodySchema, response: { 200: RefreshResponseSchema } } }, async function refreshSession(request) {
-    const session = await auth.refresh(request.ip, request.body.refreshToken);
-    return { success: true as const, message: 'Session refreshed', data: { session } };
-  });
+  app.post(
+    '/refresh',
+    {
+      ...inRateLimitGroup(app, 'account'),
+      schema: {
+        tags,
+        summary: 'A new session for a refresh token (public)',
+        description:
+          'Each refresh hands out a new refresh token. 401 `Invalid or expired refresh token` (also after 30 days unused); ' +
+          '503 when the auth server does not answer within its deadline.',
+        body: RefreshBodySchema,
+        response: { 200: RefreshResponseSchema },
+      },
+    },
+    async function refreshSession(request) {
+      const session = await auth.refresh(request.ip, request.body.refreshToken);
+      return { success: true as const, message: 'Session refreshed', data: { session } };
+    },
+  );
 
-  app.post('/signout', { ...inRateLimitGroup(app, 'account'), schema: { tags, security: [{ bearer: [] }], response: { 200: MessageResponseSchema } } }, async function signOut(request) {
-    let caller;
-    try {
-      caller = await app.authenticate(request);
-    } catch (error) {
-      if (error instanceof AppError && error.statusCode === 401) throw unauthorized('No active session');
-      throw error;
-    }
-    if (caller.kind !== 'user') throw unauthorized('No active session');
-    await auth.signOut(request.ip, bearerToken(request) ?? '', caller.sessionId);
-    return { success: true as const, message: 'Signed out successfully' };
-  });
+  app.post(
+    '/signout',
+    {
+      ...inRateLimitGroup(app, 'account'),
+      schema: {
+        tags,
+        summary: "End the caller's session",
+        description:
+          'Ends the session at the auth server; its tokens stop working at once here, within 5 s on other instances. ' +
+          '401 `No active session` without a valid user token (the legacy admin token has no session).',
+        security: [{ bearer: [] }],
+        response: { 200: MessageResponseSchema },
+      },
+    },
+    async function signOut(request) {
+      let caller;
+      try {
+        caller = await app.authenticate(request);
+      } catch (error) {
+        if (error instanceof AppError && error.statusCode === 401) throw unauthorized('No active session');
+        throw error;
+      }
+      if (caller.kind !== 'user') throw unauthorized('No active session');
+      await auth.signOut(request.ip, bearerToken(request) ?? '', caller.sessionId);
+      return { success: true as const, message: 'Signed out successfully' };
+    },
+  );
 
   app.post(
     '/reset-password',
-    { ...inRateLimitGroup(app, 'passwordReset'), schema: { tags, body: ResetPasswordBodySchema, response: { 200: MessageResponseSchema } } },
+    {
+      ...inRateLimitGroup(app, 'passwordReset'),
+      schema: {
+        tags,
+        summary: 'Send a password reset e-mail (public)',
+        description:
+          'The e-mail links to the front end with the token for update-password. 400 `Email is required`; 404 `No user found ' +
+          'with this email`; 429 for a second request for one address within a minute; 503 when the auth server does not answer.',
+        body: ResetPasswordBodySchema,
+        response: { 200: MessageResponseSchema },
+      },
+    },
     async function requestPasswordReset(request) {
       const email = request.body.email?.trim().toLowerCase();
       if (!email) throw badRequest('Email is required');
@@ -86,7 +149,19 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.post(
     '/update-password',
-    { ...inRateLimitGroup(app, 'account'), schema: { tags, body: UpdatePasswordBodySchema, response: { 200: MessageResponseSchema } } },
+    {
+      ...inRateLimitGroup(app, 'account'),
+      schema: {
+        tags,
+        summary: 'Set a new password with the token from the reset e-mail (public)',
+        description:
+          'Then every session of the user ends. 400 `Password must be at least 6 characters` or `… at most 72 bytes` ' +
+          '(checked before the token, which works once, is redeemed), `Invalid or expired reset token`, or `New password ' +
+          'must differ from the old one; request a new reset e-mail`; 503 when the auth server does not answer.',
+        body: UpdatePasswordBodySchema,
+        response: { 200: MessageResponseSchema },
+      },
+    },
     async function updatePassword(request) {
       const { token, newPassword } = request.body;
       // Checked before the token is redeemed: a reset token works once, and a
@@ -104,7 +179,17 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.get(
     '/me',
-    { ...inRateLimitGroup(app, 'account'), onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], response: { 200: MeResponseSchema } } },
+    {
+      ...inRateLimitGroup(app, 'account'),
+      onRequest: app.requireUser,
+      schema: {
+        tags,
+        summary: 'The signed-in user, with roles',
+        description: '`roles` is `user` and the roles assigned. 401 without a valid user token (the legacy admin token is not one).',
+        security: [{ bearer: [] }],
+        response: { 200: MeResponseSchema },
+      },
+    },
     async function getMe(request) {
       const caller = request.caller;
       if (caller?.kind !== 'user') throw unauthorized();
@@ -114,7 +199,21 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
 
   app.post(
     '/link',
-    { ...inRateLimitGroup(app, 'account'), onRequest: app.requireUser, schema: { tags, security: [{ bearer: [] }], body: LinkBodySchema, response: { 200: MessageResponseSchema } } },
+    {
+      ...inRateLimitGroup(app, 'account'),
+      onRequest: app.requireUser,
+      schema: {
+        tags,
+        summary: "Link an OIDC provider's identity to the caller's account",
+        description:
+          "`token` is the provider's id token; `nonce` the raw value whose SHA-256 the front end sent to the provider, if it did. " +
+          '400 `Unsupported provider`, `Invalid provider token` or `Identity linking is disabled`; 409 `Identity is already ' +
+          'linked to an account`; 503 when the auth server does not answer.',
+        security: [{ bearer: [] }],
+        body: LinkBodySchema,
+        response: { 200: MessageResponseSchema },
+      },
+    },
     async function linkIdentity(request) {
       await auth.linkIdentity(request.ip, bearerToken(request) ?? '', request.body);
       return { success: true as const, message: 'Identity linked successfully' };

@@ -1,16 +1,43 @@
 import { z } from 'zod';
 import { EmailSchema, NameSchema, PasswordSchema, requiredString } from '../../lib/schemas.ts';
+import { documentedAs } from '../../lib/documented-as.ts';
 
 // Request and response shapes of /api/auth (SPEC section 4). Some SPEC
 // errors carry their own message instead of `Validation failed` (sign in
 // without e-mail or password, reset without e-mail): those fields are
 // optional here (null counts as missing) and the routes answer for them.
+// The OpenAPI document shows the contract instead (documentedAs): the fields
+// required, as strings.
 
-export const SignUpBodySchema = z.object({ email: EmailSchema, password: PasswordSchema, name: NameSchema });
-export const SignInBodySchema = z.object({ email: z.string().max(254).nullish(), password: z.string().max(1024).nullish() });
+export const SignUpBodySchema = z.object({
+  email: EmailSchema,
+  password: PasswordSchema,
+  name: NameSchema,
+});
+export const SignInBodySchema = documentedAs(
+  z.object({ email: z.string().max(254).nullish(), password: z.string().max(1024).nullish() }),
+  z
+    .object({ email: z.string().min(1).max(254), password: z.string().min(1).max(1024) })
+    .meta({ description: 'A missing, null or empty field is answered 400 `Email and password are required`' }),
+);
 export const RefreshBodySchema = z.object({ refreshToken: requiredString('Refresh token').min(1).max(4096) });
-export const ResetPasswordBodySchema = z.object({ email: z.string().max(254).nullish() });
-export const UpdatePasswordBodySchema = z.object({ token: z.string().max(4096).nullish(), newPassword: z.string().max(1024).nullish() });
+export const ResetPasswordBodySchema = documentedAs(
+  z.object({ email: z.string().max(254).nullish() }),
+  z.object({ email: z.email().max(254) }).meta({ description: 'A missing, null or empty e-mail is answered 400 `Email is required`' }),
+);
+export const UpdatePasswordBodySchema = documentedAs(
+  z.object({ token: z.string().max(4096).nullish(), newPassword: z.string().max(1024).nullish() }),
+  z
+    .object({
+      token: z
+        .string()
+        .min(1)
+        .max(4096)
+        .meta({ description: 'The token hash from the reset e-mail; a missing or spent one is 400 `Invalid or expired reset token`' }),
+      newPassword: PasswordSchema,
+    })
+    .meta({ description: 'The new password is checked first (400 with `details.newPassword`), before the token is redeemed' }),
+);
 export const LinkBodySchema = z.object({
   provider: requiredString('Provider').min(1).max(64),
   token: requiredString('Token').min(1).max(16_384),
@@ -26,7 +53,8 @@ export const SessionSchema = z.object({
   tokenType: z.string(),
 });
 
-const timestamp = z.string().nullable();
+/** ISO 8601 in UTC with milliseconds (supabase-answers.ts isoTimestamp, Date.toISOString), or null. */
+const timestamp = z.iso.datetime().nullable();
 
 export const SignUpResponseSchema = z.object({
   success: z.literal(true),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { isStorableText, limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
-import { SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
+import { isStorableText, limitSchema, OffsetSchema, PaginationSchema, requiredString, uuidInput } from '../../lib/schemas.ts';
+import { MAX_SCREENSHOT_CHARS, SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
 
 // Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
 // Limits apply to the text as typed; it is HTML-escaped afterwards. Text that
@@ -26,7 +26,10 @@ const text = (label: string) =>
 /** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
 export const SubmitFeedbackBodySchema = z.object({
   name: text('Name').min(2, 'Name must be at least 2 characters').max(100, 'Name must be at most 100 characters'),
-  email: text('Email').pipe(z.email({ pattern: z.regexes.rfc5322Email, error: 'Invalid email format' }).max(254, 'Invalid email format')),
+  email: text('Email')
+    .pipe(z.email({ pattern: z.regexes.rfc5322Email, error: 'Invalid email format' }).max(254, 'Invalid email format'))
+    // The document shows a pipe's input side, a plain string: say what the output side checks.
+    .meta({ format: 'email', maxLength: 254 }),
   comment: text('Comment').min(10, 'Comment must be at least 10 characters').max(5000, 'Comment must be at most 5000 characters'),
   rating: z
     .number({ error: (issue) => (issue.input === undefined ? 'Rating is required' : 'Rating must be an integer from 1 to 5') })
@@ -37,6 +40,7 @@ export const SubmitFeedbackBodySchema = z.object({
     .url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' })
     .max(2048, 'Location must be at most 2048 characters')
     .refine(isStorableText, unstorable('Location'))
+    .meta({ description: 'The http(s) URL of the page the feedback is about' })
     .optional(),
   category: z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` }).optional(),
   screenshot: z
@@ -46,9 +50,21 @@ export const SubmitFeedbackBodySchema = z.object({
       const problem = screenshotProblem(value);
       if (problem) context.addIssue({ code: 'custom', message: SCREENSHOT_MESSAGES[problem] });
     })
+    .meta({
+      maxLength: MAX_SCREENSHOT_CHARS,
+      description: 'A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded (SVG is refused)',
+    })
     .optional(),
-  websiteId: z.uuid({ error: 'Website id must be a UUID' }).optional(),
-  captchaToken: z.string().max(4096).optional(),
+  websiteId: uuidInput('Website id').optional(),
+  captchaToken: z
+    .string()
+    .max(4096)
+    .meta({
+      description:
+        "The captcha widget's answer (Cloudflare Turnstile or hCaptcha). Required when the server has a captcha secret: " +
+        'without it, or with a wrong one, 400 `Bot verification failed`; 503 `Bot verification unavailable` when the provider does not answer',
+    })
+    .optional(),
 });
 export type SubmitFeedbackBody = z.infer<typeof SubmitFeedbackBodySchema>;
 
@@ -61,7 +77,7 @@ export const SubmitFeedbackResponseSchema = z.object({
 export const ListFeedbackQuerySchema = z.object({
   status: FeedbackStatusSchema.optional(),
   // Not in the SPEC: narrows the list to one website's feedback.
-  websiteId: z.uuid({ error: 'Website id must be a UUID' }).optional(),
+  websiteId: uuidInput('Website id').optional(),
   // Not in the SPEC: `asc` for triage, oldest first.
   order: z.enum(FEEDBACK_ORDERS, { error: 'Order must be desc (newest first) or asc (oldest first)' }).default('desc'),
   limit: limitSchema(100, 20),
@@ -111,18 +127,16 @@ export const ListFeedbackResponseSchema = z.object({
 /** One feedback item (the page the notification e-mail links to). */
 export const FeedbackItemResponseSchema = z.object({ success: z.literal(true), data: FeedbackSchema });
 
-export const FeedbackIdParamsSchema = z.object({ id: z.uuid({ error: 'Feedback id must be a UUID' }) });
+export const FeedbackIdParamsSchema = z.object({ id: uuidInput('Feedback id') });
 
 export const UpdateFeedbackBodySchema = z
   .object({
     status: FeedbackStatusSchema.optional(),
-    adminNotes: z
-      .string({ error: 'Admin notes must be a string' })
+    adminNotes: requiredString('Admin notes')
       .max(5000, 'Admin notes must be at most 5000 characters')
       .refine(isStorableText, unstorable('Admin notes'))
       .optional(),
-    resolvedBy: z
-      .string({ error: 'resolvedBy must be a string' })
+    resolvedBy: requiredString('resolvedBy')
       .trim()
       .min(1, 'resolvedBy must not be empty')
       .max(200, 'resolvedBy must be at most 200 characters')
@@ -132,6 +146,8 @@ export const UpdateFeedbackBodySchema = z
   .refine((body) => body.status !== undefined || body.adminNotes !== undefined || body.resolvedBy !== undefined, {
     message: 'At least one of status, adminNotes or resolvedBy is required',
   })
+  // The rule above, in the document: a refine has no JSON Schema form.
+  .meta({ anyOf: [{ required: ['status'] }, { required: ['adminNotes'] }, { required: ['resolvedBy'] }] })
   .refine((body) => !(body.status === 'pending' && body.resolvedBy !== undefined), {
     message: 'resolvedBy cannot be set when moving feedback back to pending',
     path: ['resolvedBy'],

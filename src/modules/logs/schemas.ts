@@ -1,18 +1,19 @@
 import { z } from 'zod';
-import { limitSchema, OffsetSchema, PaginationSchema } from '../../lib/schemas.ts';
+import { limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
 import { LOG_LEVELS } from '../../logger.ts';
 
 // Shapes of /api/admin/logs: stored log entries, the server's and the clients'.
 
 const LEVELS = Object.keys(LOG_LEVELS) as [keyof typeof LOG_LEVELS, ...(keyof typeof LOG_LEVELS)[]];
 export const LogLevelSchema = z.enum(LEVELS, { error: `Level must be one of: ${LEVELS.join(', ')}` });
+const SOURCES = ['server', 'client'] as const;
 
 export const LogEntrySchema = z.object({
   id: z.string(),
   level: LogLevelSchema,
   message: z.string(),
   context: z.record(z.string(), z.unknown()),
-  source: z.enum(['server', 'client']),
+  source: z.enum(SOURCES),
   requestId: z.string().nullable(),
   userId: z.uuid().nullable(),
   createdAt: z.iso.datetime(),
@@ -20,7 +21,7 @@ export const LogEntrySchema = z.object({
 
 export const ListLogsQuerySchema = z.object({
   level: LogLevelSchema.optional(),
-  source: z.enum(['server', 'client']).optional(),
+  source: z.enum(SOURCES, { error: `Source must be one of: ${SOURCES.join(', ')}` }).optional(),
   // Handed to Postgres as an instant, so an offset it would refuse (±23:59) is
   // already applied; years outside 1 to 9999 cannot be stored as timestamps.
   since: z.iso
@@ -34,7 +35,7 @@ export const ListLogsQuerySchema = z.object({
 
 export const CreateLogBodySchema = z.object({
   level: LogLevelSchema,
-  message: z.string({ error: 'Message is required' }).trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
+  message: requiredString('Message').trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
   context: z
     .record(z.string(), z.unknown(), { error: 'Context must be an object' })
     .refine((value) => JSON.stringify(value).length <= 16_000, { error: 'Context must be at most 16000 characters as JSON' })

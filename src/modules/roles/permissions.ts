@@ -2,6 +2,8 @@ import { type Caller, isAdmin } from '../../plugins/auth.ts';
 
 // Who may read and change role assignments. Services ask these; row-level
 // security (user_roles) enforces the same again.
+// Ids from requests arrive lower-cased (uuidInput), as token subjects are,
+// so plain equality tells the caller's own id.
 
 export const canViewUserRoles = (caller: Caller, userId: string): boolean => caller.userId === userId || isAdmin(caller);
 export const canSetUserRoles = isAdmin;

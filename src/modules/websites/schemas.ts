@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedJsonObject, isStorableText, PaginationSchema, requiredString } from '../../lib/schemas.ts';
+import { boundedJsonObject, isStorableText, PaginationSchema, requiredString, uuidInput } from '../../lib/schemas.ts';
 
 // Request and response shapes of the websites routes.
 
@@ -13,10 +13,17 @@ const name = requiredString('Name')
   .max(200, 'Name must be at most 200 characters')
   .refine(isStorableText, 'Name must not contain NUL characters or unpaired surrogates');
 
+/** The pattern takes any 1 to 5 digits after the colon; a URL's port is 1 to 65535. */
+const hasValidPort = (domain: string) => {
+  const port = /:(\d+)$/.exec(domain)?.[1];
+  return port === undefined || (Number(port) >= 1 && Number(port) <= 65_535);
+};
+
 const domain = requiredString('Domain')
   .trim()
   .toLowerCase()
-  .regex(HOSTNAME, 'Domain must be a host name such as example.com');
+  .regex(HOSTNAME, { error: 'Domain must be a host name such as example.com', abort: true })
+  .refine(hasValidPort, 'Domain port must be from 1 to 65535');
 
 export const CreateWebsiteBodySchema = z.object({
   name,
@@ -29,14 +36,20 @@ export type CreateWebsiteBody = z.infer<typeof CreateWebsiteBodySchema>;
 export const UpdateWebsiteBodySchema = CreateWebsiteBodySchema.partial().refine(
   (body) => Object.values(body).some((value) => value !== undefined),
   { message: 'Give at least one of name, domain, settings, metadata' },
-);
+  // The rule above, in the document: a refine has no JSON Schema form.
+).meta({ anyOf: ['name', 'domain', 'settings', 'metadata'].map((field) => ({ required: [field] })) });
 export type UpdateWebsiteBody = z.infer<typeof UpdateWebsiteBodySchema>;
 
-export const WebsiteIdParamsSchema = z.object({ id: z.uuid({ error: 'Website id must be a UUID' }) });
+export const WebsiteIdParamsSchema = z.object({ id: uuidInput('Website id') });
 
-export const ApiKeyParamsSchema = z.object({ apiKey: z.string().min(1).max(200) });
+// Any string: a key of the wrong shape (empty, too long) is simply not one of
+// ours, answered like any other wrong key (404 Website not found; the service
+// refuses it before any lookup). An empty X-API-Key counts as none (401).
+const apiKey = z.string().describe('a website API key, wsk_ and 43 characters');
+export const ApiKeyParamsSchema = z.object({ apiKey });
 /** The key in a header keeps it out of URLs (and so out of access logs of proxies too). */
-export const ApiKeyHeadersSchema = z.object({ 'x-api-key': z.string().min(1).max(200).optional() });
+// Optional to the parse, so that its absence is the route's 401; required in the document.
+export const ApiKeyHeadersSchema = z.object({ 'x-api-key': apiKey.optional() }).meta({ required: ['x-api-key'] });
 
 const timestamp = z.iso.datetime();
 

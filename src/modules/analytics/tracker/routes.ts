@@ -29,8 +29,9 @@ const trackerRoutes: FastifyPluginAsyncZod = async (app) => {
         tags: ['analytics'],
         summary: 'The tracking script: <script defer src="…/script.js" data-website-id="…"> on any site',
         headers: z.object({ 'if-none-match': z.string().optional() }),
+        produces: ['text/javascript'],
         response: {
-          200: z.string().describe('JavaScript'),
+          200: z.string().describe('The script, as text/javascript; charset=utf-8, with an ETag'),
           304: z.undefined().describe('Not modified: the ETag matched'),
         },
       },
