@@ -1,6 +1,7 @@
 import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
+import { legacyAdmin } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
 
 const FRONTEND = 'http://localhost:5173';
@@ -24,6 +25,15 @@ describe('app foundation', () => {
     const response = await app.inject({ method: 'GET', url: '/api/nothing-here?x=1' });
     expect(response.statusCode).toBe(404);
     expect(response.json()).toEqual({ success: false, error: 'Route GET /api/nothing-here not found', statusCode: 404 });
+  });
+
+  it('a path segment over 1,024 characters is 414 in the envelope; one under it is the route\'s own 400', async () => {
+    const long = await app.inject({ method: 'GET', url: `/api/users/${'a'.repeat(1025)}` });
+    expect(long.statusCode).toBe(414);
+    expect(long.json()).toEqual({ success: false, error: 'URI too long', statusCode: 414 });
+    const short = await app.inject({ method: 'GET', url: `/api/users/${'a'.repeat(1024)}`, headers: await legacyAdmin() });
+    expect(short.statusCode).toBe(400);
+    expect(short.json().details).toEqual({ id: ['User id must be a UUID'] });
   });
 
   it('malformed JSON is a 400 in the envelope, never a 500', async () => {

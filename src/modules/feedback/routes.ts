@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import type { Config } from '../../config.ts';
 import { callerOf } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
@@ -12,6 +11,7 @@ import {
   ExportFeedbackQuerySchema,
   ListFeedbackQuerySchema,
   ListFeedbackResponseSchema,
+  ScreenshotResponseSchema,
   SubmitFeedbackBodySchema,
   SubmitFeedbackResponseSchema,
   UpdateFeedbackBodySchema,
@@ -23,16 +23,6 @@ import { csvStream, sendCsv } from '../../lib/csv.ts';
 
 // SPEC section 4, feedback routes: public submission (and its legacy path),
 // admin list (and its alias), one item, and admin triage.
-
-/**
- * The screenshot's 200: the bytes, which Fastify writes as they are (no
- * serializer runs on a Buffer). The document shows them as binary.
- */
-const ScreenshotResponseSchema = z.instanceof(Buffer).meta({
-  type: 'string',
-  format: 'binary',
-  description: 'The stored image (PNG, JPEG, GIF, WebP or AVIF), inline; anything else as an application/octet-stream download',
-});
 
 /** Room for a 5 MiB screenshot as base64 plus the other fields; the global limit stays small. */
 export const SUBMIT_BODY_LIMIT = MAX_SCREENSHOT_CHARS + 256 * 1024;

@@ -159,3 +159,13 @@ export const UpdateFeedbackResponseSchema = z.object({
   message: z.string(),
   data: z.object({ id: z.uuid(), status: FeedbackStatusSchema, resolvedAt: timestamp.nullable() }),
 });
+
+/**
+ * The screenshot's 200: the bytes, which Fastify writes as they are (no
+ * serializer runs on a Buffer). The document shows them as binary.
+ */
+export const ScreenshotResponseSchema = z.instanceof(Buffer).meta({
+  type: 'string',
+  format: 'binary',
+  description: 'The stored image (PNG, JPEG, GIF, WebP or AVIF), inline; anything else as an application/octet-stream download',
+});
