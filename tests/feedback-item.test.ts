@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FeedbackSchema } from '../src/modules/feedback/schemas.ts';
 import { expectRefused, useAdminApp } from './support/admin-auth.ts';
-import { buildTestApp } from './support/app.ts';
 import { testSql } from './support/db.ts';
 import { createWebsite, feedbackBody, pngDataUrl } from './support/feedback-fixtures.ts';
-import { call, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
+import { call, realAuth, signUp, useRealAuthApp } from './support/real-auth.ts';
 
 // GET /api/feedback/:id: the one item the notification e-mail links to
 // (`${ADMIN_URL}/feedback/<id>`), for admins, as the list shows it.
@@ -80,16 +79,10 @@ describe('GET /api/feedback/:id (admin, one item)', () => {
 const auth = realAuth();
 
 describe.runIf(auth)('GET /api/feedback/:id with real sessions', () => {
-  let server: FastifyInstance;
-  let base: string;
-
-  beforeAll(async () => {
-    server = await buildTestApp(realAuthEnv(auth!));
-    base = await server.listen({ host: '127.0.0.1', port: 0 });
-  }, 60_000);
-  afterAll(async () => server?.close());
+  const server = useRealAuthApp(auth!);
 
   it('an admin reads it under row-level security; a user without the role gets 403', async () => {
+    const { base } = server;
     const id = await submitted();
     const adminUser = await signUp(base, 'feedback-item-admin');
     await sql`insert into public.user_roles (user_id, role) values (${adminUser.id}, 'admin')`;

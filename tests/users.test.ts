@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Caller } from '../src/plugins/auth.ts';
 import { canSetUserRoles } from '../src/modules/roles/permissions.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from '../src/modules/users/permissions.ts';
 import { expectRefused, useAdminApp } from './support/admin-auth.ts';
-import { buildTestApp } from './support/app.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
-import { call, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
+import { call, realAuth, signUp, useRealAuthApp } from './support/real-auth.ts';
 
 // /api/users. Accounts are auth.users rows made the way the auth server
 // stores them; the admin credential is the legacy admin token. Paths that
@@ -167,15 +166,10 @@ describe('PUT /api/users/:id', () => {
 const auth = realAuth();
 
 describe.runIf(auth)('their own records by an upper-case id (real sessions)', () => {
-  let server: FastifyInstance;
-  let base: string;
-  beforeAll(async () => {
-    server = await buildTestApp(realAuthEnv(auth!));
-    base = await server.listen({ host: '127.0.0.1', port: 0 });
-  }, 60_000);
-  afterAll(async () => server?.close());
+  const server = useRealAuthApp(auth!);
 
   it('GET and PUT /api/users/:id and GET /api/userRoles/:userId: the same user in either case', async () => {
+    const { base } = server;
     const me = await signUp(base, 'users-cased');
     const upper = me.id.toUpperCase();
     const read = await call(base, 'GET', `/api/users/${upper}`, { token: me.accessToken });

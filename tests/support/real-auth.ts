@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { inject } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { issueIdToken } from '../../scripts/stack/oidc-issuer.ts';
+import { buildTestApp } from './app.ts';
 import { uniqueEmail } from './db.ts';
 import type { RealAuth } from './global-setup.ts';
 
@@ -14,6 +16,18 @@ export function realAuth(): RealAuth | null {
 /** The settings that point an app or a server process at the real auth server. */
 export function realAuthEnv(auth: RealAuth): Record<string, string> {
   return { SUPABASE_URL: auth.url, SUPABASE_ANON_KEY: auth.anonKey, SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey };
+}
+
+/** An app against the real auth server, listening on loopback from before the suite's tests until after them; `base` is its URL. */
+export function useRealAuthApp(auth: RealAuth): { readonly base: string } {
+  let server: FastifyInstance | undefined;
+  const listening = { base: '' };
+  beforeAll(async () => {
+    server = await buildTestApp(realAuthEnv(auth));
+    listening.base = await server.listen({ host: '127.0.0.1', port: 0 });
+  }, 60_000);
+  afterAll(async () => server?.close());
+  return listening;
 }
 
 /** An id token for `email` from the stack's OIDC issuer (the `keycloak` provider), via its code flow; with `nonce`, the token carries it. */
