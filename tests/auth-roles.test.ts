@@ -138,6 +138,39 @@ describe.runIf(auth)('real sessions and roles', () => {
     expect(accounts).toHaveLength(3);
   });
 
+  it("the auth server's own 500 (its database refused the write) is a 500 in the SPEC's words, not 503 unavailable", { timeout: 20_000 }, async () => {
+    // A real 500 from the real server: a trigger refuses a new account's row,
+    // and any change to the admin's (a sign-in or a reset writes to it), as a
+    // full disk or a broken migration would.
+    const refusedEmail = uniqueEmail('refused-on-insert');
+    await sql.unsafe(`
+      create function public.refuse_account_writes() returns trigger language plpgsql as $$
+        begin
+          if (tg_op = 'INSERT' and new.email = '${refusedEmail}') or (tg_op = 'UPDATE' and new.email = '${admin.email}') then
+            raise exception 'refused for the test';
+          end if;
+          return new;
+        end $$;
+      create trigger refuse_account_writes before insert or update on auth.users for each row execute function public.refuse_account_writes();`);
+    try {
+      const signUpAnswer = await call(base, 'POST', '/api/auth/signup', { body: { email: refusedEmail, password: 'refused-secret', name: 'Refused Person' } });
+      expect(signUpAnswer.status, JSON.stringify(signUpAnswer.body)).toBe(500);
+      expect(signUpAnswer.body).toEqual({ success: false, error: 'Failed to register user', statusCode: 500, requestId: expect.any(String) });
+      for (const [path, body] of [
+        ['/api/auth/signin', { email: admin.email, password: admin.password }],
+        ['/api/auth/reset-password', { email: admin.email }],
+      ] as const) {
+        const answer = await call(base, 'POST', path, { body });
+        expect(answer.status, `${path} ${JSON.stringify(answer.body)}`).toBe(500);
+        expect(answer.body, path).toEqual({ success: false, error: 'Internal server error', statusCode: 500, requestId: expect.any(String) });
+      }
+    } finally {
+      await sql.unsafe('drop trigger refuse_account_writes on auth.users; drop function public.refuse_account_writes()');
+    }
+    // The same account signs in once the database takes the write again.
+    expect((await call(base, 'POST', '/api/auth/signin', { body: { email: admin.email, password: admin.password } })).status).toBe(200);
+  });
+
   it('an account made by a request whose answer never came back in time, or came back as a gateway 502, is 503, not 409', { timeout: 20_000 }, async () => {
     // A gateway in front of the auth server: it passes each request on, then
     // holds the answer past our deadline, or replaces it with a 502.

@@ -20,6 +20,8 @@ export const unauthorized = (message = 'Authentication required') => new AppErro
 export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);
 export const notFound = (message = 'Resource not found') => new AppError(404, message);
 export const conflict = (message: string) => new AppError(409, message);
+/** SPEC 7: any unexpected failure. */
+export const internalError = () => new AppError(500, 'Internal server error');
 export const serviceUnavailable = (message = 'Service temporarily unavailable') => new AppError(503, message);
 
 /** Maps Postgres SQLSTATE codes (never message text) to client errors. */

@@ -27,22 +27,30 @@ declare module 'fastify' {
   }
 }
 
-/** True when the error means the auth server could not be reached or failed itself. */
+/**
+ * The auth server could not be reached, did not answer in time, or a gateway
+ * in front of it answered for it (502–504): it is unavailable (503). Its own
+ * 500 is not that: it answered (isAuthServerError).
+ */
 export function isAuthServerDown(error: unknown): boolean {
+  // supabase-js calls every 5xx retryable, its own 500 included.
+  if (isAuthServerError(error)) return false;
   if (isAuthRetryableFetchError(error)) return true;
   const status = (error as { status?: unknown } | null)?.status;
-  return typeof status === 'number' && status >= 500;
+  return typeof status === 'number' && status > 500;
 }
 
 export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
 
 /**
- * The auth server answered 500 itself: its database refused the write. That
- * is how it refuses the second of two requests for one address at once
- * ('Database error saving new user'); a timeout or a gateway's 502–504 is
- * not, and the request may have gone through.
+ * The auth server answered 500 itself: it is up, and failed this request,
+ * most often because its database refused the write. That is also how it
+ * refuses the second of two requests for one address at once ('Database
+ * error saving new user'); a timeout or a gateway's 502–504 is not, and the
+ * request may have gone through. The client gets a 500 (SPEC 7: sign up's
+ * `Failed to register user`, elsewhere `Internal server error`).
  */
-export function isAuthDatabaseRefusal(error: unknown): boolean {
+export function isAuthServerError(error: unknown): boolean {
   return (error as { status?: unknown } | null)?.status === 500;
 }
 

@@ -1,7 +1,7 @@
-import { AppError, badRequest, conflict, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
+import { AppError, badRequest, conflict, internalError, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { authRefusal, authUnavailable, isAuthDatabaseRefusal, isAuthServerDown, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
 import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
@@ -20,9 +20,14 @@ export interface AuthServiceDeps {
   forgetSession(sessionId: string): void;
 }
 
-/** Turns an auth server failure into our error: 503 when it is down, else `fallback`. */
+/**
+ * Turns an auth server failure into our error: 503 when it is down, 500 when
+ * it failed the request itself (`fallback` if that is a 500, else the SPEC's
+ * `Internal server error`), else `fallback` or the error for its code.
+ */
 function fail(error: unknown, fallback: AppError, byCode: Record<string, AppError> = {}): never {
   if (isAuthServerDown(error)) throw authUnavailable();
+  if (isAuthServerError(error)) throw fallback.statusCode === 500 ? fallback : internalError();
   const { code, status } = (error ?? {}) as AuthFailure;
   if (code && byCode[code]) throw byCode[code];
   if (status === 429 || code?.startsWith('over_')) throw new RateLimitError(60);
@@ -47,7 +52,7 @@ export function createAuthService(deps: AuthServiceDeps) {
         // A sign-up that lost a race for its address fails in the auth
         // server's database, a 500 'Database error saving new user' like any
         // other; the address being taken now says which one it was.
-        if (isAuthDatabaseRefusal(error) && (await addressTaken(input.email))) throw duplicate;
+        if (isAuthServerError(error) && (await addressTaken(input.email))) throw duplicate;
         fail(error, new AppError(500, 'Failed to register user'), {
           user_already_exists: duplicate,
           email_exists: duplicate,
@@ -105,7 +110,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       const [known] = await db.bounded(selectProfileByEmailElevated(db.sql, email));
       if (!known) throw notFound('No user found with this email');
       const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
-      if (error) fail(error, new AppError(500, 'Failed to send password reset e-mail'));
+      if (error) fail(error, internalError());
     },
 
     /** Sets a new password with the reset token from the e-mail, then ends every session of the user. */
@@ -118,7 +123,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (updated.error) {
         // The token is spent; the session it opened is of no use to anyone.
         await client.auth.signOut({ scope: 'local' }).catch(() => {});
-        fail(updated.error, new AppError(500, 'Failed to update password'), {
+        fail(updated.error, internalError(), {
           same_password: badRequest('New password must differ from the old one; request a new reset e-mail'),
           weak_password: badRequest('Password must be at least 6 characters'),
         });

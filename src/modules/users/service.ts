@@ -1,8 +1,8 @@
 import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
-import { AppError, conflict, forbidden, notFound, validationFailed } from '../../lib/errors.ts';
+import { AppError, conflict, forbidden, internalError, notFound, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
-import { authRefusal, authUnavailable, isAuthDatabaseRefusal, isAuthServerDown, type SupabaseAuth } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth } from '../../plugins/supabase.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from './permissions.ts';
 import { getUserByEmail, getUserById, listUsers, updateUserName } from './queries.ts';
 import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './schemas.ts';
@@ -25,7 +25,7 @@ function authAdminError(error: unknown): AppError {
     if (error.code === 'user_not_found') return userNotFound();
     if (error.status === 400 || error.status === 422) return authRefusal(error);
   }
-  return error instanceof AppError ? error : new AppError(500, 'Internal server error');
+  return error instanceof AppError ? error : internalError();
 }
 
 export function createUsersService({ db, supabase }: { db: Database; supabase: SupabaseAuth }) {
@@ -53,7 +53,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
    * user') like any other failure, so the address being held now says which.
    */
   async function lostRaceFor(caller: Caller, email: string, error: unknown, ownId?: string): Promise<boolean> {
-    if (!isAuthDatabaseRefusal(error)) return false;
+    if (!isAuthServerError(error)) return false;
     const holder = await readAsCaller(caller, (tx) => getUserByEmail(tx, email)).catch(() => undefined);
     return holder !== undefined && holder !== null && holder.id !== ownId;
   }

@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { decodeJwt } from 'jose';
-import { forbidden, unauthorized } from '../../../lib/errors.ts';
+import { forbidden, internalError, unauthorized } from '../../../lib/errors.ts';
 import { dbActorOfUser } from '../../../plugins/auth.ts';
 import type { Database } from '../../../plugins/db.ts';
-import { authUnavailable, isAuthServerDown, type SupabaseAuth } from '../../../plugins/supabase.ts';
+import { authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth } from '../../../plugins/supabase.ts';
 import { holdsAdminRole } from './queries.ts';
 
 // The dashboard's own sign-in: e-mail and password through the auth server,
@@ -32,6 +32,7 @@ export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: D
     const { data, error } = await client.auth.signInWithPassword({ email, password });
     if (error || !data.session) {
       if (isAuthServerDown(error)) throw authUnavailable();
+      if (isAuthServerError(error)) throw internalError();
       throw unauthorized('Invalid email or password');
     }
     const { session } = data;
