@@ -17,6 +17,19 @@ function exitOnConfigError(error: unknown): never {
   throw error;
 }
 
+/** The one line a listen that failed for a reason of the machine's ends the start with; undefined for any other. */
+function listenFailure(error: unknown, port: number, host: string): string | undefined {
+  switch ((error as NodeJS.ErrnoException).code) {
+    case 'EADDRINUSE':
+      return `port ${port} on ${host} is taken: stop what listens there, or set PORT`;
+    case 'EACCES':
+      return `port ${port} on ${host} needs privileges this process lacks: set PORT above 1023`;
+    case 'EADDRNOTAVAIL':
+      return `HOST ${host} is not an address of this machine: set HOST`;
+  }
+  return undefined;
+}
+
 async function main() {
   let config;
   try {
@@ -62,7 +75,17 @@ async function main() {
   process.once('SIGINT', () => void close('SIGINT'));
   process.once('SIGTERM', () => void close('SIGTERM'));
 
-  await app.listen({ port: config.PORT, host: config.HOST });
+  try {
+    await app.listen({ port: config.PORT, host: config.HOST });
+  } catch (error) {
+    const line = listenFailure(error, config.PORT, config.HOST);
+    if (!line) throw error;
+    console.error(line);
+    // The workers and pools started with the app; a bounded close, then out.
+    setTimeout(() => process.exit(1), 2_000).unref();
+    await app.close().catch(() => {});
+    process.exit(1);
+  }
 }
 
 await main();

@@ -51,6 +51,23 @@ describe('configuration', () => {
   });
 });
 
+describe('a port that cannot be had', () => {
+  it('taken: one line naming it and PORT, exit code 1, no stack trace', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as net.AddressInfo;
+    try {
+      const server = startServer({ NODE_ENV: 'development', DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(port) });
+      expect(await exitWithin(server, 10_000)).toBe(1);
+      expect(server.output().trim().split('\n').filter((line) => !line.startsWith('{'))).toEqual([
+        `port ${port} on 127.0.0.1 is taken: stop what listens there, or set PORT`,
+      ]);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+});
+
 describe('graceful shutdown', () => {
   it('SIGTERM finishes the request in flight, then exits 0', async () => {
     const port = 40_000 + Math.floor(Math.random() * 10_000);
