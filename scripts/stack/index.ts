@@ -63,7 +63,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       `PostgreSQL at ${new URL(postgresUrl).host} is not reachable or refused to create ${databaseName}: ${(error as Error).message} (${LOCAL_POSTGRES_VARIABLE} names another server)`,
     );
   }
-  await applyPlatform(url);
+  try {
+    await applyPlatform(url);
+  } catch (error) {
+    // The bootstrap makes the platform's roles and schemas: only a superuser may.
+    throw new DatabaseServerError(
+      `PostgreSQL at ${new URL(postgresUrl).host} refused the platform bootstrap of ${databaseName}: ${(error as Error).message} (${LOCAL_POSTGRES_VARIABLE} must name a superuser)`,
+    );
+  }
 
   const mail = await startMailSink({ smtpPort: options.smtpPort, apiPort: options.mailApiPort });
   log(`SMTP sink on 127.0.0.1:${mail.smtpPort}, messages at ${mail.apiUrl}/messages`);
