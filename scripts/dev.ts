@@ -1,15 +1,16 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import { withoutEmptyValues } from '../src/config.ts';
+import { ConfigError, parseConfig, parseSettings, withoutEmptyValues } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
-import { scriptSettings } from './settings.ts';
 import { AUTH_BIN_VARIABLE, AuthBinaryError, type AuthServer, findAuthBinary } from './stack/auth-server.ts';
-import { databaseUrl, MigrationError, ROOT } from './stack/database.ts';
+import { MigrationError, ROOT } from './stack/database.ts';
 import { ensurePortFree } from './stack/free-port.ts';
-import { DatabaseServerError, localPostgresUrl, startStack, type Stack } from './stack/index.ts';
+import { DatabaseServerError, startStack, type Stack } from './stack/index.ts';
 import type { MailSink } from './stack/mail-sink.ts';
+import { DEV_DATABASE, devOwnerUrl, grantRoleCommand } from './owner-hint.ts';
 import { serviceNodeFlags } from './service-flags.ts';
 
 // `npm run dev`: with no hosted Supabase configured, starts the local stack
@@ -18,11 +19,6 @@ import { serviceNodeFlags } from './service-flags.ts';
 // API and prints where everything is, as `supabase status` does. Ctrl-C
 // stops everything it started.
 
-const DEV_DATABASE = 'portfolio_dev';
-/** The local stack's database as its owner (DATABASE_OWNER_URL unless .env says otherwise); grant-role's default. */
-export function devOwnerUrl(env: NodeJS.ProcessEnv = process.env): string {
-  return databaseUrl(localPostgresUrl(env), DEV_DATABASE);
-}
 /** The ports `supabase start` uses, so URLs look the same with either. */
 export const DEV_PORTS = { gateway: 54321, mailApi: 54324, smtp: 54325, oidcIssuer: 54326 };
 export const SECRETS_FILE = path.join(ROOT, '.cache/dev-secrets.json');
@@ -109,6 +105,39 @@ export function withStack(env: NodeJS.ProcessEnv, stack: StackValues, secrets: D
   return { env: filled, overridden };
 }
 
+/**
+ * Parses the configuration the server will be given, before anything starts:
+ * a bad value ends `npm run dev` at once, not after the stack is up and the
+ * banner printed. With the local stack (`local`), what withStack fills in is
+ * stood in for, so only the values of .env and the environment are judged.
+ */
+export function checkServerConfig(env: NodeJS.ProcessEnv, local?: { auth: boolean }): void {
+  if (!local) {
+    parseConfig(env);
+    return;
+  }
+  const standIn = 'x'.repeat(64);
+  const stack: StackValues = {
+    databaseUrl: devOwnerUrl(env),
+    mail: { smtpPort: DEV_PORTS.smtp },
+    auth: local.auth ? { url: `http://127.0.0.1:${DEV_PORTS.gateway}`, anonKey: standIn, serviceRoleKey: standIn, jwtSecret: standIn } : undefined,
+  };
+  const secrets: DevSecrets = { SUPABASE_JWT_SECRET: standIn, ADMIN_JWT_SECRET: standIn, ANALYTICS_SALT_SECRET: standIn, OIDC_CLIENT_SECRET: standIn };
+  parseConfig(withStack(env, stack, secrets).env);
+}
+
+/**
+ * Where the API answers, as a browser opens it: a wildcard HOST (0.0.0.0, ::)
+ * is no address to browse to, so the loopback one stands for it and `note`
+ * says it listens on all interfaces.
+ */
+export function apiAddress(host: string, port: number): { base: string; note?: string } {
+  const wildcard = host === '0.0.0.0' || host === '::';
+  const shown = wildcard ? (host === '::' ? '::1' : '127.0.0.1') : host;
+  const base = `http://${isIPv6(shown) ? `[${shown}]` : shown}:${port}`;
+  return wildcard ? { base, note: `listening on all interfaces, HOST=${host}` } : { base };
+}
+
 /** What listens on each of the stack's fixed ports, for the line a taken one ends `npm run dev` with. */
 const DEV_PORT_NAMES: Record<number, string> = {
   [DEV_PORTS.gateway]: "the local stack's auth gateway",
@@ -119,7 +148,9 @@ const DEV_PORT_NAMES: Record<number, string> = {
 
 /** The one line a failure we can explain ends `npm run dev` with; undefined for any other (a bug: its stack trace helps). */
 function failureLine(error: unknown, apiPort: number): string | undefined {
-  if (error instanceof AuthBinaryError || error instanceof MigrationError || error instanceof DatabaseServerError) return error.message;
+  if (error instanceof ConfigError || error instanceof AuthBinaryError || error instanceof MigrationError || error instanceof DatabaseServerError) {
+    return error.message;
+  }
   const { code, port, address } = error as NodeJS.ErrnoException & { port?: number; address?: string };
   if (code !== 'EADDRINUSE' || port === undefined) return undefined;
   const [what, advice] =
@@ -130,24 +161,30 @@ function failureLine(error: unknown, apiPort: number): string | undefined {
 }
 
 async function main() {
-  let env = serverEnv(process.env);
-  // Read through the service's parser; `env` itself goes to the server, which parses all of it.
-  const given = scriptSettings(['SUPABASE_URL', 'DATABASE_URL', 'PORT', 'HOST']);
-  const { PORT: port = 3000, HOST: host = '127.0.0.1' } = given;
+  const given = serverEnv(process.env);
+  let env = given;
+  let port = 3000;
+  let host = '127.0.0.1';
   let stack: Stack | undefined;
   const status: [string, string][] = [];
 
-  if (given.SUPABASE_URL && !given.DATABASE_URL) {
-    console.error('SUPABASE_URL is set but DATABASE_URL is not: give the project database URL too (see .env.example).');
-    process.exit(1);
-  }
   try {
-    // Checked before anything starts: the server would find it taken only
-    // once the stack is up, and say so with a stack trace.
+    // Read through the service's parser; `env` itself goes to the server, which parses all of it.
+    const settings = parseSettings(given, ['SUPABASE_URL', 'DATABASE_URL', 'PORT', 'HOST']);
+    port = settings.PORT ?? port;
+    host = settings.HOST ?? host;
+    if (settings.SUPABASE_URL && !settings.DATABASE_URL) {
+      console.error('npm run dev: SUPABASE_URL is set but DATABASE_URL is not: give the project database URL too (see .env.example).');
+      process.exit(1);
+    }
+    const local = !settings.SUPABASE_URL;
+    const binary = local ? findAuthBinary(env) : undefined;
+    // Checked before anything starts: the server would find them only once
+    // the stack is up and the banner printed.
+    checkServerConfig(env, local ? { auth: binary !== undefined } : undefined);
     await ensurePortFree(port, host);
-    if (!given.SUPABASE_URL) {
+    if (local) {
       console.log('No SUPABASE_URL set: starting the local stack.');
-      const binary = findAuthBinary(env);
       const secrets = await devSecrets();
       stack = await startStack({
         databaseName: DEV_DATABASE,
@@ -197,11 +234,11 @@ async function main() {
   }
 
   const server = spawn(process.execPath, [...serviceNodeFlags(), path.join(ROOT, 'src/server.ts')], { env, stdio: 'inherit' });
-  const base = `http://${host}:${port}`;
+  const { base, note } = apiAddress(host, port);
   const lines: [string, string][] = [
-    ['API', base],
+    ['API', `${base}   (${note ? `${note}; ` : ''}GET /health; every route in /docs)`],
     ['API docs', `${base}/docs`],
-    ['Dashboard', `${base}/admin/status   (first admin: npm run grant-role -- <email> admin)`],
+    ['Dashboard', `${base}/admin/status   (first admin: ${grantRoleCommand(given, stack?.databaseUrl)})`],
     ...status,
   ];
   const width = Math.max(...lines.map(([name]) => name.length));

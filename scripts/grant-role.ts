@@ -1,8 +1,6 @@
 import postgres from 'postgres';
 import { APP_ROLES } from '../src/lib/roles.ts';
-import { devOwnerUrl } from './dev.ts';
-import { ownerHint } from './owner-hint.ts';
-import { scriptSettings } from './settings.ts';
+import { ownerDatabaseUrl, ownerHint } from './owner-hint.ts';
 
 // `npm run grant-role -- <email> <role>`: assigns admin, editor or viewer to
 // an existing account. This is how the first admin is made. A failure is one
@@ -15,14 +13,7 @@ if (!email || !role || !ROLES.includes(role)) {
   process.exit(2);
 }
 // An operator's tool: it writes as the owner, not as the API's login role.
-const settings = scriptSettings(['DATABASE_OWNER_URL', 'DATABASE_URL']);
-let url = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL;
-if (!url) {
-  // `npm run dev` without a .env sends the first admin here, from a shell
-  // that has none of its environment: its database is the one meant.
-  url = devOwnerUrl();
-  console.error(`DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, ${url}`);
-}
+const url = ownerDatabaseUrl();
 const sql = postgres(url, { max: 1, onnotice: () => {} });
 try {
   const [profile] = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email})`;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { emailList, optionalString, positiveInt, trustProxySetting } from './config-fields.ts';
+import { choice, emailList, intBetween, optionalSecret, optionalString, optionalUrl, port, positiveInt, trustProxySetting, url } from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Only server.ts
@@ -11,16 +11,16 @@ import { productionProblems } from './config-production.ts';
 export const SettingsSchema = z.object({
   // Unset means production: HSTS, Secure cookies and the secret checks of
   // config-production.ts. `npm run dev` and the tests say otherwise explicitly.
-  NODE_ENV: z.enum(['development', 'test', 'production']).default('production'),
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  NODE_ENV: choice(['development', 'test', 'production']).default('production'),
+  PORT: port(3000),
   HOST: z.string().default('127.0.0.1'),
-  LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'debug', 'silent']).default('http'),
+  LOG_LEVEL: choice(['error', 'warn', 'info', 'http', 'debug', 'silent']).default('http'),
   // Which X-Forwarded-For entries to believe (Fastify's trustProxy): false,
   // a hop count, or the proxies' addresses / CIDR ranges. `true` would
   // believe every entry, so a client could pick its own IP; it is refused.
   TRUST_PROXY: trustProxySetting,
-  CORS_ORIGIN: z.url().default('http://localhost:5173'),
-  FRONTEND_URL: optionalString.pipe(z.url().optional()),
+  CORS_ORIGIN: url('http://localhost:5173').default('http://localhost:5173'),
+  FRONTEND_URL: optionalUrl('https://example.com'),
 
   // A login role that can only switch to anon, authenticated and service_role
   // (plugins/db.ts refuses the owner or a superuser in production).
@@ -38,7 +38,7 @@ export const SettingsSchema = z.object({
   // paused download cannot keep a connection from the pool (lib/csv.ts).
   EXPORT_STALL_MS: positiveInt(30_000),
 
-  SUPABASE_URL: optionalString.pipe(z.url().optional()),
+  SUPABASE_URL: optionalUrl('https://<ref>.supabase.co'),
   SUPABASE_ANON_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
   SUPABASE_JWT_SECRET: optionalString,
@@ -50,7 +50,7 @@ export const SettingsSchema = z.object({
       .optional(),
   ),
   // `off` refuses every legacy admin token (SPEC 5.5), whatever ADMIN_JWT_SECRET says.
-  LEGACY_ADMIN_TOKEN: optionalString.pipe(z.enum(['on', 'off']).default('on')),
+  LEGACY_ADMIN_TOKEN: optionalString.pipe(choice(['on', 'off']).default('on')),
   AUTH_TIMEOUT_MS: positiveInt(10_000),
   AUTH_LINK_PROVIDERS: z
     .string()
@@ -75,7 +75,7 @@ export const SettingsSchema = z.object({
 
   // Administration: Prometheus text at GET /metrics only when a token is set;
   // stored log entries older than the retention are pruned.
-  METRICS_TOKEN: optionalString.pipe(z.string().min(16).optional()),
+  METRICS_TOKEN: optionalSecret(16),
   LOG_RETENTION_DAYS: positiveInt(30),
   // How often an open /admin/status stream checks that its admin is still
   // signed in and still an admin (a stream otherwise outlives both).
@@ -84,22 +84,22 @@ export const SettingsSchema = z.object({
   // Feedback (docs/feedback.md): bot check on submission, the notification
   // e-mail (Resend when a key is set, else SMTP) and its outbox worker.
   // `off` switches the bot check off by name (production refuses to run without a secret otherwise).
-  CAPTCHA_PROVIDER: optionalString.pipe(z.enum(['turnstile', 'hcaptcha', 'off']).default('turnstile')),
+  CAPTCHA_PROVIDER: optionalString.pipe(choice(['turnstile', 'hcaptcha', 'off']).default('turnstile')),
   CAPTCHA_SECRET: optionalString,
-  CAPTCHA_VERIFY_URL: optionalString.pipe(z.url().optional()),
+  CAPTCHA_VERIFY_URL: optionalUrl('https://challenges.cloudflare.com/turnstile/v0/siteverify'),
   RESEND_API_KEY: optionalString,
-  RESEND_BASE_URL: optionalString.pipe(z.url().optional()),
-  SMTP_URL: optionalString.pipe(z.url().optional()),
+  RESEND_BASE_URL: optionalUrl('https://api.resend.com'),
+  SMTP_URL: optionalUrl('smtp://127.0.0.1:54325'),
   EMAIL_FROM: optionalString.transform((value) => value ?? 'Portfolio <no-reply@localhost>'),
-  ADMIN_URL: optionalString.pipe(z.url().optional()),
+  ADMIN_URL: optionalUrl('https://example.com/admin'),
   FEEDBACK_NOTIFY_EMAILS: optionalString
     .refine((value) => value === undefined || emailList(value).every((email) => z.email().safeParse(email).success), {
-      message: 'expected comma-separated e-mail addresses',
+      message: 'must be e-mail addresses, comma-separated',
     })
     .transform((value) => (value === undefined ? [] : emailList(value))),
   // Unset: on, except under NODE_ENV=test (test apps share one database).
   FEEDBACK_OUTBOX_WORKER: optionalString
-    .pipe(z.enum(['true', 'false']).optional())
+    .pipe(choice(['true', 'false']).optional())
     .transform((value) => (value === undefined ? undefined : value === 'true')),
   FEEDBACK_OUTBOX_POLL_MS: positiveInt(5_000),
   FEEDBACK_OUTBOX_RETRY_BASE_MS: positiveInt(30_000),
@@ -108,7 +108,7 @@ export const SettingsSchema = z.object({
 
   // Analytics (docs/analytics.md): the secret the daily visitor-hash salt is
   // derived from (required in production), and the ingestion group commit.
-  ANALYTICS_SALT_SECRET: optionalString.pipe(z.string().min(32).optional()),
+  ANALYTICS_SALT_SECRET: optionalSecret(32),
   ANALYTICS_BATCH_MAX_ROWS: positiveInt(500),
   ANALYTICS_BATCH_MAX_WAIT_MS: positiveInt(5),
   ANALYTICS_BATCH_MAX_IN_FLIGHT: positiveInt(2),
@@ -118,10 +118,10 @@ export const SettingsSchema = z.object({
   ANALYTICS_COUNTRY_DB: optionalString,
   // Raw events older than this many months are deleted (rollups keep the figures), in batches of this many rows.
   ANALYTICS_RETENTION_MONTHS: positiveInt(13),
-  ANALYTICS_RETENTION_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
+  ANALYTICS_RETENTION_BATCH: intBetween(100, 100_000, 5_000),
   // A website is deleted in batches of this many rows, each its own short
   // statement, so no statement grows with the website (docs/analytics.md).
-  WEBSITE_DELETE_BATCH: z.coerce.number().int().min(100).max(100_000).default(5_000),
+  WEBSITE_DELETE_BATCH: intBetween(100, 100_000, 5_000),
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { type DevSecrets, serverEnv, type StackValues, withStack } from '../scripts/dev.ts';
+import { apiAddress, checkServerConfig, type DevSecrets, serverEnv, type StackValues, withStack } from '../scripts/dev.ts';
+import { grantRoleCommand } from '../scripts/owner-hint.ts';
 
 // What `npm run dev` hands the API it starts: development unless .env says
 // otherwise, and the local stack's values. The stack's own auth server signs
@@ -61,5 +62,51 @@ describe('npm run dev: the API environment', () => {
       DATABASE_OWNER_URL: STACK.databaseUrl,
       SMTP_URL: 'smtp://127.0.0.1:54325',
     });
+  });
+});
+
+describe('npm run dev: its configuration, checked before anything starts', () => {
+  it('refuses a bad value .env gives, in the one config line', () => {
+    expect(() => checkServerConfig(serverEnv({ TRUST_PROXY: 'true' }), { auth: true })).toThrowError(/^Invalid configuration: TRUST_PROXY is invalid \(true would trust/);
+  });
+
+  it('judges only what the local stack leaves to .env: the database and secrets it fills in are not missing', () => {
+    expect(() => checkServerConfig(serverEnv({}), { auth: false })).not.toThrow();
+    // Production's rules apply to what .env still decides: a secret the stack does not fill in.
+    expect(() => checkServerConfig(serverEnv({ NODE_ENV: 'production' }), { auth: true })).toThrowError(/^Invalid configuration: CAPTCHA_SECRET is missing \([^)]*\)$/);
+    // A weak JWT secret from .env is kept without an auth server, replaced with one.
+    const weak = serverEnv({ NODE_ENV: 'production', CAPTCHA_PROVIDER: 'off', SUPABASE_JWT_SECRET: 'short' });
+    expect(() => checkServerConfig(weak, { auth: false })).toThrowError(/SUPABASE_JWT_SECRET is invalid/);
+    expect(() => checkServerConfig(weak, { auth: true })).not.toThrow();
+  });
+
+  it('with a hosted project, judges everything as given', () => {
+    expect(() => checkServerConfig(serverEnv({ SUPABASE_URL: 'https://ref.supabase.co' }))).toThrowError(/^Invalid configuration: DATABASE_URL is missing$/);
+  });
+});
+
+describe('npm run dev: the addresses it prints', () => {
+  it('a wildcard HOST listens on all interfaces; the URL is the loopback address a browser can open', () => {
+    expect(apiAddress('127.0.0.1', 3000)).toEqual({ base: 'http://127.0.0.1:3000' });
+    expect(apiAddress('0.0.0.0', 3000)).toEqual({ base: 'http://127.0.0.1:3000', note: 'listening on all interfaces, HOST=0.0.0.0' });
+    expect(apiAddress('::', 3000)).toEqual({ base: 'http://[::1]:3000', note: 'listening on all interfaces, HOST=::' });
+    expect(apiAddress('::1', 8080)).toEqual({ base: 'http://[::1]:8080' });
+  });
+
+  it("the first admin's command names dev's database when .env names another (grant-role reads .env)", () => {
+    const owner = STACK.databaseUrl;
+    const plain = 'npm run grant-role -- <email> admin';
+    expect(grantRoleCommand(serverEnv({}), owner)).toBe(plain);
+    // A hosted project: grant-role's .env names the database the API uses.
+    expect(grantRoleCommand(serverEnv({ DATABASE_URL: 'postgres://db.example.com/x' }), undefined)).toBe(plain);
+    expect(grantRoleCommand(serverEnv({ DATABASE_OWNER_URL: owner, DATABASE_URL: 'postgres://db.example.com/x' }), owner)).toBe(plain);
+    const left = { DATABASE_URL: 'postgres://authenticator@db.example.com:5432/postgres' };
+    expect(withStack(serverEnv(left), STACK, SECRETS).overridden).toContain('DATABASE_URL');
+    expect(grantRoleCommand(serverEnv(left), owner)).toBe(`DATABASE_OWNER_URL=${owner} ${plain}`);
+    expect(grantRoleCommand(serverEnv({ DATABASE_OWNER_URL: 'postgres://postgres@db.example.com/postgres' }), owner)).toBe(`DATABASE_OWNER_URL=${owner} ${plain}`);
+    // Quoted when the shell would read part of it.
+    expect(grantRoleCommand(serverEnv(left), "postgres://postgres:p$'w@127.0.0.1/portfolio_dev")).toBe(
+      `DATABASE_OWNER_URL='postgres://postgres:p$'\\''w@127.0.0.1/portfolio_dev' ${plain}`,
+    );
   });
 });

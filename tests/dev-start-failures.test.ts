@@ -34,6 +34,15 @@ describe('npm run dev that cannot start', () => {
     expect(stderr.trim().split('\n')).toEqual(['npm run dev: SUPABASE_AUTH_BIN=/nonexistent is not an executable file']);
   });
 
+  it('a bad setting: the config line, exit code 1, before anything starts', async () => {
+    const { code, stdout, stderr } = await runDev({ TRUST_PROXY: 'true', PORT: String(await freePort()) });
+    expect(code, stderr).toBe(1);
+    expect(stderr.trim().split('\n')).toEqual([
+      'npm run dev: Invalid configuration: TRUST_PROXY is invalid (true would trust every X-Forwarded-For entry; give the number of proxies (e.g. 1) or their addresses / CIDR ranges)',
+    ]);
+    expect(stdout).not.toContain('starting the local stack');
+  });
+
   it('PostgreSQL not answering: one line naming the server and LOCAL_POSTGRES_URL, exit code 1', async () => {
     // Nothing listens on a port freePort just released.
     const closed = await freePort();

@@ -92,6 +92,23 @@ describe('production configuration', () => {
     expect(server.output().trim().split('\n')).toEqual([expect.stringMatching(/^Invalid configuration: ANALYTICS_SALT_SECRET is missing/)]);
   });
 
+  it('npm start without SUPABASE_URL serves, and says at the start that accounts are off', async () => {
+    const port = 41_000 + Math.floor(Math.random() * 9_000);
+    const server = startServer({ DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(port), LOG_LEVEL: 'warn', FEEDBACK_OUTBOX_WORKER: 'false', ...SECRETS });
+    try {
+      let response: Response | undefined;
+      for (let attempt = 0; attempt < 150 && !response; attempt += 1) {
+        response = await fetch(`http://127.0.0.1:${port}/api/auth/signin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"email":"a@b.co","password":"secret1"}' }).catch(() => undefined);
+        if (!response) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(response?.status, server.output()).toBe(503);
+      expect(server.output()).toContain('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY)');
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
+  });
+
   it('npm start without NODE_ENV but with every secret runs as production: HSTS on', async () => {
     const port = 41_000 + Math.floor(Math.random() * 9_000);
     const server = startServer({

@@ -135,7 +135,10 @@ export function createSupabaseAuth(config: Config): SupabaseAuth {
 
 export default fp<{ config: Config }>(
   async function supabasePlugin(app: FastifyInstance, { config }) {
-    app.decorate('supabase', createSupabaseAuth(config));
+    const auth = createSupabaseAuth(config);
+    // Allowed (an API without accounts still serves feedback and analytics), but never silent.
+    if (!auth.configured) app.log.warn('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY): sign up, sign in and the other /api/auth routes answer 503');
+    app.decorate('supabase', auth);
   },
   { name: 'supabase' },
 );
