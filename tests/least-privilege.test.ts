@@ -105,6 +105,8 @@ describe('least privilege on the data path', () => {
         PATH: process.env.PATH ?? '',
         NODE_ENV: 'production',
         PORT: '0',
+        // The refusal is printed whatever the level; the start's log lines are not under test.
+        LOG_LEVEL: 'silent',
         DATABASE_URL: inject('stack').databaseUrl,
         SUPABASE_JWT_SECRET: 'x'.repeat(40),
         ADMIN_JWT_SECRET: 'y'.repeat(40),
