@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { issueIdToken } from './stack/oidc-issuer.ts';
-import { DEV_PORTS, devSecrets } from './dev.ts';
+import { DEV_PORTS, devSecrets } from './dev-env.ts';
 
 // `npm run id-token -- <email> [nonce]`: signs in to the local stack's OIDC
 // issuer (the `keycloak` provider of `npm run dev`) as <email> and prints the

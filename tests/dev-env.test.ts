@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { apiAddress, checkServerConfig, type DevSecrets, serverEnv, type StackValues, withStack } from '../scripts/dev.ts';
+import { checkServerConfig, type DevSecrets, serverEnv, type StackValues, withStack } from '../scripts/dev-env.ts';
+import { apiAddress } from '../scripts/dev.ts';
 import { grantRoleCommand } from '../scripts/owner-hint.ts';
 
 // What `npm run dev` hands the API it starts: development unless .env says
