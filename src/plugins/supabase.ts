@@ -2,7 +2,7 @@ import { createClient, isAuthRetryableFetchError, type SupabaseClient } from '@s
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
-import { type AppError, badRequest, serviceUnavailable, validationFailed } from '../lib/errors.ts';
+import { type AppError, badRequest, internalError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's
@@ -41,6 +41,18 @@ export function isAuthServerDown(error: unknown): boolean {
 }
 
 export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
+
+/**
+ * What a failure that is the auth server's, not the client's, means for the
+ * client: 503 when it is down (isAuthServerDown), 500 when it failed the
+ * request itself (isAuthServerError); undefined for its refusals of what the
+ * client sent, which each route answers in its own words.
+ */
+export function authServerFailure(error: unknown): AppError | undefined {
+  if (isAuthServerDown(error)) return authUnavailable();
+  if (isAuthServerError(error)) return internalError();
+  return undefined;
+}
 
 /**
  * The auth server answered 500 itself: it is up, and failed this request,

@@ -1,7 +1,7 @@
 import { AppError, badRequest, conflict, internalError, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { authRefusal, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import { authRefusal, authServerFailure, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
 import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
@@ -26,8 +26,9 @@ export interface AuthServiceDeps {
  * `Internal server error`), else `fallback` or the error for its code.
  */
 function fail(error: unknown, fallback: AppError, byCode: Record<string, AppError> = {}): never {
-  if (isAuthServerDown(error)) throw authUnavailable();
-  if (isAuthServerError(error)) throw fallback.statusCode === 500 ? fallback : internalError();
+  const failed = authServerFailure(error);
+  // A 500 of the route's own (sign up's `Failed to register user`) says it in the SPEC's words.
+  if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? fallback : failed;
   const { code, status } = (error ?? {}) as AuthFailure;
   if (code && byCode[code]) throw byCode[code];
   if (status === 429 || code?.startsWith('over_')) throw new RateLimitError(60);

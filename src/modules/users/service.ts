@@ -2,7 +2,7 @@ import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
 import { AppError, conflict, forbidden, internalError, notFound, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
-import { authRefusal, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth } from '../../plugins/supabase.ts';
+import { authRefusal, authServerFailure, isAuthServerError, type SupabaseAuth } from '../../plugins/supabase.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from './permissions.ts';
 import { getUserByEmail, getUserById, listUsers, updateUserName } from './queries.ts';
 import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './schemas.ts';
@@ -18,7 +18,8 @@ const userNotFound = () => notFound('User not found');
 
 /** What a failed call to the auth server's admin API means for the client. */
 function authAdminError(error: unknown): AppError {
-  if (isAuthServerDown(error)) return authUnavailable();
+  const failed = authServerFailure(error);
+  if (failed) return failed;
   if (isAuthWeakPasswordError(error)) return validationFailed({ password: [error.message] });
   if (isAuthApiError(error)) {
     if (error.code === 'email_exists' || error.code === 'user_already_exists' || error.status === 409) return conflict(DUPLICATE_EMAIL);

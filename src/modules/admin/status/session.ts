@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { decodeJwt } from 'jose';
-import { forbidden, internalError, unauthorized } from '../../../lib/errors.ts';
+import { forbidden, unauthorized } from '../../../lib/errors.ts';
 import { dbActorOfUser } from '../../../plugins/auth.ts';
 import type { Database } from '../../../plugins/db.ts';
-import { authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth } from '../../../plugins/supabase.ts';
+import { authServerFailure, authUnavailable, type SupabaseAuth } from '../../../plugins/supabase.ts';
 import { holdsAdminRole } from './queries.ts';
 
 // The dashboard's own sign-in: e-mail and password through the auth server,
@@ -31,9 +31,7 @@ export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: D
     const client = supabase.forRequest(ip);
     const { data, error } = await client.auth.signInWithPassword({ email, password });
     if (error || !data.session) {
-      if (isAuthServerDown(error)) throw authUnavailable();
-      if (isAuthServerError(error)) throw internalError();
-      throw unauthorized('Invalid email or password');
+      throw authServerFailure(error) ?? unauthorized('Invalid email or password');
     }
     const { session } = data;
     const isAdmin = await db.readAtOnceAsActor(dbActorOfUser(session.user.id), holdsAdminRole);
