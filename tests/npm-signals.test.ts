@@ -4,6 +4,7 @@ import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { freePort } from '../scripts/stack/free-port.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
 
 // A process manager or an IDE's stop button sends SIGTERM to `npm run dev`'s
 // own process, not to its group as Ctrl-C does. npm passes it to its child;
@@ -18,15 +19,6 @@ const listening = (port: number) =>
     socket.once('connect', () => socket.destroy() && resolve(true)).once('error', () => resolve(false));
   });
 
-async function waitFor(check: () => Promise<boolean>, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (await check()) return true;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  return false;
-}
-
 describe('npm run dev stopped with SIGTERM to npm', () => {
   it('stops the API it started', { timeout: 30_000 }, async () => {
     const port = await freePort();
@@ -40,9 +32,9 @@ describe('npm run dev stopped with SIGTERM to npm', () => {
     npm.stdout.on('data', (chunk) => (output += chunk));
     npm.stderr.on('data', (chunk) => (output += chunk));
     const exited = new Promise((resolve) => npm.on('exit', resolve));
-    expect(await waitFor(() => listening(port), 20_000), output).toBe(true);
+    await waitFor(() => listening(port), 20_000, `the API on ${port}`);
     npm.kill('SIGTERM');
     await exited;
-    expect(await waitFor(async () => !(await listening(port)), 10_000), `still listening on ${port} after npm exited:\n${output}`).toBe(true);
+    await waitFor(async () => !(await listening(port)), 10_000, `nothing listening on ${port} after npm exited:\n${output}`);
   });
 });
