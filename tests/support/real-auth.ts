@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomInt } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { issueIdToken } from '../../scripts/stack/oidc-issuer.ts';
@@ -9,13 +9,22 @@ import type { RealAuth } from './global-setup.ts';
 // Helpers for the suites that run against the real Supabase Auth server of
 // this run's stack (null when no binary was found: those suites do not run).
 
+/**
+ * This test file's client address. The auth server limits sign-ups per
+ * client address (a burst of 30), and every suite runs on 127.0.0.1 against
+ * the one auth server of the run: each file's requests come from an address
+ * of its own (X-Forwarded-For, believed from loopback), so suites running at
+ * the same time do not spend each other's budget.
+ */
+export const CLIENT_ADDRESS = `10.${randomInt(256)}.${randomInt(256)}.${1 + randomInt(254)}`;
+
 export function realAuth(): RealAuth | null {
   return inject('stack').auth;
 }
 
 /** The settings that point an app or a server process at the real auth server. */
 export function realAuthEnv(auth: RealAuth): Record<string, string> {
-  return { SUPABASE_URL: auth.url, SUPABASE_ANON_KEY: auth.anonKey, SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey };
+  return { SUPABASE_URL: auth.url, SUPABASE_ANON_KEY: auth.anonKey, SUPABASE_SERVICE_ROLE_KEY: auth.serviceRoleKey, TRUST_PROXY: '127.0.0.1' };
 }
 
 /** An app against the real auth server, listening on loopback from before the suite's tests until after them; `base` is its URL. */
@@ -57,7 +66,7 @@ export interface HttpAnswer {
 
 /** A JSON request against a running server, optionally with a bearer token. */
 export async function call(baseUrl: string, method: string, path: string, options: { token?: string; body?: unknown } = {}): Promise<HttpAnswer> {
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string> = { 'x-forwarded-for': CLIENT_ADDRESS };
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   const response = await fetch(`${baseUrl}${path}`, {
