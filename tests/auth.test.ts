@@ -94,6 +94,21 @@ describe('/api/auth errors (SPEC section 7)', () => {
     }
   });
 
+  it('sign in, reset and update-password: a field of the wrong type or too long is named in the project\'s words, not the validator\'s', async () => {
+    for (const [url, body, field, message] of [
+      ['/signin', { email: 'a@example.test', password: 123456 }, 'password', 'Password must be a string'],
+      ['/signin', { email: ['a@example.test'], password: 'secret1' }, 'email', 'Email must be a string'],
+      ['/signin', { email: `${'a'.repeat(250)}@x.io`, password: 'secret1' }, 'email', 'Email must be at most 254 characters'],
+      ['/reset-password', { email: 42 }, 'email', 'Email must be a string'],
+      ['/update-password', { token: 42, newPassword: 'secret123' }, 'token', 'Token must be a string'],
+      ['/update-password', { token: 'abc', newPassword: { value: 'secret123' } }, 'newPassword', 'New password must be a string'],
+    ] as const) {
+      const response = await post(app, url, body);
+      expect(response.statusCode, `${url} ${JSON.stringify(body)}`).toBe(400);
+      expect(response.json(), `${url} ${JSON.stringify(body)}`).toEqual({ success: false, error: 'Validation failed', details: { [field]: [message] }, statusCode: 400 });
+    }
+  });
+
   it('a POST with no body, an empty JSON body or `null` is a request without fields, not malformed JSON', async () => {
     const json = { 'content-type': 'application/json' };
     for (const [url, error] of [

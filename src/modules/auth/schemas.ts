@@ -9,24 +9,28 @@ import { documentedAs } from '../../lib/documented-as.ts';
 // The OpenAPI document shows the contract instead (documentedAs): the fields
 // required, as strings.
 
+/** A field the route answers for itself when missing (null counts as missing); a wrong type or length is named here. */
+const fieldOrMissing = (label: string, max: number) =>
+  z.string({ error: `${label} must be a string` }).max(max, { error: `${label} must be at most ${max} characters` }).nullish();
+
 export const SignUpBodySchema = z.object({
   email: EmailSchema,
   password: PasswordSchema,
   name: NameSchema,
 });
 export const SignInBodySchema = documentedAs(
-  z.object({ email: z.string().max(254).nullish(), password: z.string().max(1024).nullish() }),
+  z.object({ email: fieldOrMissing('Email', 254), password: fieldOrMissing('Password', 1024) }),
   z
     .object({ email: z.string().min(1).max(254), password: z.string().min(1).max(1024) })
     .meta({ description: 'A missing, null or empty field is answered 400 `Email and password are required`' }),
 );
 export const RefreshBodySchema = z.object({ refreshToken: requiredString('Refresh token').min(1).max(4096) });
 export const ResetPasswordBodySchema = documentedAs(
-  z.object({ email: z.string().max(254).nullish() }),
+  z.object({ email: fieldOrMissing('Email', 254) }),
   z.object({ email: z.email().max(254) }).meta({ description: 'A missing, null or empty e-mail is answered 400 `Email is required`' }),
 );
 export const UpdatePasswordBodySchema = documentedAs(
-  z.object({ token: z.string().max(4096).nullish(), newPassword: z.string().max(1024).nullish() }),
+  z.object({ token: fieldOrMissing('Token', 4096), newPassword: fieldOrMissing('New password', 1024) }),
   z
     .object({
       token: z
