@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import { ConfigError, parseSettings } from '../src/config.ts';
+import { ConfigError, DEFAULT_CORS_ORIGIN, parseSettings } from '../src/config.ts';
 import { checkServerConfig, DEV_PORTS, devSecrets, serverEnv, withStack } from './dev-env.ts';
 import { AUTH_BIN_VARIABLE, AuthBinaryError, findAuthBinary } from './stack/auth-server.ts';
 import { MigrationError, ROOT } from './stack/database.ts';
@@ -111,7 +111,7 @@ async function main() {
         ['Admin JWT secret', `${env.ADMIN_JWT_SECRET}   (ADMIN_JWT_SECRET; npm run admin-token -- <userId> signs with it)`],
         ['Mail sink', `${stack.mail.apiUrl}/messages   (SMTP on 127.0.0.1:${stack.mail.smtpPort})`],
         ['Database', `${env.DATABASE_URL}   (DATABASE_URL, the API's login role)`],
-        ['Database owner', `${env.DATABASE_OWNER_URL}   (DATABASE_OWNER_URL: migrations, grant-role)`],
+        ['Database owner', `${env.DATABASE_OWNER_URL}   (DATABASE_OWNER_URL: migrations, grant-role, revoke-role)`],
       );
     }
   } catch (error) {
@@ -128,7 +128,9 @@ async function main() {
   const lines: [string, string][] = [
     ['API', `${base}   (${note ? `${note}; ` : ''}GET /health; every route in /docs)`],
     ['API docs', `${base}/docs`],
-    ['Dashboard', `${base}/admin/status   (first admin: ${grantRoleCommand(given, stack?.databaseUrl)})`],
+    // The one setting a front end must match: a page from another origin (127.0.0.1 for localhost, another port) is refused by the browser.
+    ['Front end', `${env.CORS_ORIGIN ?? DEFAULT_CORS_ORIGIN}   (CORS_ORIGIN: the one origin browsers may call from; rate limits as in production, RATE_LIMIT_* in .env raise them)`],
+    ['Dashboard', `${base}/admin/status   (first admin: sign up, then ${grantRoleCommand(given, stack?.databaseUrl)})`],
     ...status,
   ];
   const width = Math.max(...lines.map(([name]) => name.length));

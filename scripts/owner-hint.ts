@@ -2,7 +2,7 @@ import { scriptSettings } from './settings.ts';
 import { databaseUrl } from './stack/database.ts';
 import { localPostgresUrl } from './stack/index.ts';
 
-// The scripts that write as the schema's owner (migrate, grant-role): which
+// The scripts that write as the schema's owner (migrate, grant-role, revoke-role): which
 // database they write to, the command `npm run dev` shows for the first admin,
 // and the end of a refusal for want of the owner's rights, saying what to set
 // (the usual cause is a .env whose DATABASE_URL is the API's login role and no

@@ -8,6 +8,9 @@ import { productionProblems } from './config-production.ts';
 // they use through parseSettings, tests build a Config with parseConfig.
 
 /** Every setting as written; ConfigSchema adds what production requires. */
+/** A front end's dev server (Vite's default port). */
+export const DEFAULT_CORS_ORIGIN = 'http://localhost:5173';
+
 export const SettingsSchema = z.object({
   // Unset means production: HSTS, Secure cookies and the secret checks of
   // config-production.ts. `npm run dev` and the tests say otherwise explicitly.
@@ -19,13 +22,13 @@ export const SettingsSchema = z.object({
   // a hop count, or the proxies' addresses / CIDR ranges. `true` would
   // believe every entry, so a client could pick its own IP; it is refused.
   TRUST_PROXY: trustProxySetting,
-  CORS_ORIGIN: url('http://localhost:5173').default('http://localhost:5173'),
+  CORS_ORIGIN: url(DEFAULT_CORS_ORIGIN).default(DEFAULT_CORS_ORIGIN),
   FRONTEND_URL: optionalUrl('https://example.com'),
 
   // A login role that can only switch to anon, authenticated and service_role
   // (plugins/db.ts refuses the owner or a superuser in production).
   DATABASE_URL: z.string().min(1),
-  // The owner's connection, for scripts/migrate.ts and scripts/grant-role.ts
+  // The owner's connection, for scripts/migrate.ts and scripts/role.ts
   // only (they read it themselves); the API never connects with it.
   DATABASE_OWNER_URL: optionalString,
   DATABASE_POOL_MAX: positiveInt(10),

@@ -117,26 +117,3 @@ describe('row-level security on profiles and user_roles', () => {
     expect(asOther.yes).toBe(false);
   });
 });
-
-describe('npm run grant-role', () => {
-  it('grants the role, and says when the account was made and last signed in, so an account made by someone else shows', async () => {
-    const user = await createAuthUser(sql, { name: 'First Admin' });
-    const { execFile } = await import('node:child_process');
-    const path = await import('node:path');
-    const { inject } = await import('vitest');
-    const output = await new Promise<string>((resolve, reject) =>
-      execFile(
-        process.execPath,
-        [path.resolve(import.meta.dirname, '../scripts/grant-role.ts'), user.email, 'viewer'],
-        { env: { PATH: process.env.PATH ?? '', DATABASE_OWNER_URL: inject('stack').databaseUrl }, cwd: '/' },
-        (error, stdout, stderr) => (error ? reject(new Error(`${error.message}\n${stderr}`)) : resolve(stdout)),
-      ),
-    );
-    const [profile] = await sql`select created_at from public.profiles where id = ${user.id}`;
-    expect(output.trim().split('\n')).toEqual([
-      `${user.email} (${user.id}) now has: viewer`,
-      `The account was made ${profile.created_at.toISOString()} and last signed in never; if you did not make it then, revoke the role.`,
-    ]);
-    expect(await sql`select role::text from public.user_roles where user_id = ${user.id}`).toEqual([{ role: 'viewer' }]);
-  });
-});
