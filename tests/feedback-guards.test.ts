@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
@@ -65,6 +67,17 @@ for (const provider of ['turnstile', 'hcaptcha'] as const) {
       expect(siteverify.requests.length).toBe(before);
     });
 
+    it('our secret refused by the provider → 503, not a verdict on the submitter', async () => {
+      const misconfigured = await buildTestApp({ CAPTCHA_PROVIDER: provider, CAPTCHA_SECRET: 'a-rotated-secret', CAPTCHA_VERIFY_URL: siteverify.url });
+      try {
+        const response = await post(misconfigured, feedbackBody({ captchaToken: PASS }));
+        expect(response.statusCode, response.body).toBe(503);
+        expect(response.json()).toMatchObject({ success: false, error: 'Bot verification unavailable', statusCode: 503 });
+      } finally {
+        await misconfigured.close();
+      }
+    });
+
     it('the provider failing → 503, not a verdict on the submitter', async () => {
       siteverify.mode = 'broken';
       try {
@@ -77,6 +90,53 @@ for (const provider of ['turnstile', 'hcaptcha'] as const) {
     });
   });
 }
+
+// Turnstile and hCaptcha answer a wrong secret, a malformed request or their
+// own failure with HTTP 200 and `success: false`, like a refused token. Those
+// are not a verdict on the submitter: read as one, a rotated secret turned
+// every submitter away with 400 `Bot verification failed`.
+describe('siteverify answers that are not about the token', () => {
+  let answer = '';
+  const server = createServer((_request, response) => {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(answer);
+  });
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/siteverify`;
+    app = await buildTestApp({ CAPTCHA_PROVIDER: 'turnstile', CAPTCHA_SECRET: SECRET, CAPTCHA_VERIFY_URL: url });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it.each([
+    ['a wrong secret', { success: false, 'error-codes': ['invalid-input-secret'] }],
+    ['a secret of another site key (hCaptcha)', { success: false, 'error-codes': ['sitekey-secret-mismatch'] }],
+    ["the provider's internal error", { success: false, 'error-codes': ['internal-error'] }],
+    ['a malformed request', { success: false, 'error-codes': ['bad-request'] }],
+    ['JSON null', null],
+  ])('%s → 503 Bot verification unavailable, nothing stored', async (_label, body) => {
+    answer = JSON.stringify(body);
+    const comment = `Not a bot ${crypto.randomUUID()}`;
+    const response = await post(app, feedbackBody({ comment, captchaToken: PASS }));
+    expect(response.statusCode, response.body).toBe(503);
+    expect(response.json()).toEqual({ success: false, error: 'Bot verification unavailable', statusCode: 503, requestId: expect.any(String) });
+    expect(await sql`select 1 from public.feedback where comment = ${comment}`).toHaveLength(0);
+  });
+
+  it.each([['invalid-input-response'], ['timeout-or-duplicate'], ['invalid-or-already-seen-response']])(
+    'a refused token (%s) is still 400 Bot verification failed',
+    async (code) => {
+      answer = JSON.stringify({ success: false, 'error-codes': [code] });
+      const response = await post(app, feedbackBody({ captchaToken: 'spent' }));
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toEqual({ success: false, error: 'Bot verification failed', statusCode: 400 });
+    },
+  );
+});
 
 describe('without a captcha secret', () => {
   it('the check is off: no token needed', async () => {

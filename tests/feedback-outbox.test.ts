@@ -251,6 +251,22 @@ describe('notification e-mail', () => {
   });
 });
 
+describe('more recipients than Resend takes in one e-mail', () => {
+  // Resend refuses an e-mail to more than 50 addresses with 422, which the
+  // worker gives up at once: with 51 admins, no admin heard of any feedback.
+  it('120 recipients: sent in parts of at most 50, each address once, each part with a key of its own', async () => {
+    const recipients = Array.from({ length: 120 }, (_, index) => `triage-${index}@example.test`);
+    const app = await resendApp({ FEEDBACK_NOTIFY_EMAILS: recipients.join(',') });
+    const id = await submit(app);
+    await waitFor(async () => (await outboxOf(id)).sent_at !== null, 10_000, 'the notification marked sent');
+    const requests = resend.about(id);
+    for (const request of requests) expect((request.body.to as string[]).length).toBeLessThanOrEqual(50);
+    expect(requests.flatMap((request) => request.body.to).sort()).toEqual([...recipients].sort());
+    expect(new Set(requests.map((request) => request.idempotencyKey)).size).toBe(requests.length);
+    expect((await outboxOf(id)).provider_message_id.split(',')).toHaveLength(requests.length);
+  });
+});
+
 describe('never lost, never twice', () => {
   it('provider down: the submission still succeeds; after recovery the e-mail arrives exactly once', async () => {
     resend.mode = 'down';

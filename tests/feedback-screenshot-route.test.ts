@@ -76,5 +76,9 @@ describe('screenshots by reference', () => {
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toBe('application/octet-stream');
     expect(response.headers['content-disposition']).toMatch(/^attachment/);
+    // The item (and so the list) names the type the route answers, not the stored
+    // `image/svg+xml`: a client that builds a Blob of that type would make the markup live.
+    const item = await app.inject({ method: 'GET', url: `/api/feedback/${row.id}`, headers: admin });
+    expect(item.json().data).toMatchObject({ screenshot: `/api/feedback/${row.id}/screenshot`, screenshotType: 'application/octet-stream' });
   });
 });

@@ -1,6 +1,7 @@
 import { isoTimestamp } from '../../lib/timestamps.ts';
 import type { Tx } from '../../plugins/db.ts';
 import type { Feedback } from './schemas.ts';
+import { servedScreenshotType } from './screenshot.ts';
 
 // One query per function, named after what it returns. Every function takes the
 // caller's transaction (`asActor` or `readAtOnceAsActor`), so row-level
@@ -61,7 +62,7 @@ function toFeedback(row: FeedbackRow): Feedback {
     category: row.category,
     // A reference, never the data: one page of the list stays small (docs/feedback.md).
     screenshot: row.screenshot_bytes === null ? null : `/api/feedback/${row.id}/screenshot`,
-    screenshotType: row.screenshot_bytes === null ? null : (row.screenshot_type ?? 'application/octet-stream'),
+    screenshotType: row.screenshot_bytes === null ? null : servedScreenshotType(row.screenshot_type),
     screenshotSize: row.screenshot_bytes,
     adminNotes: row.admin_notes,
     resolvedBy: row.resolved_by,

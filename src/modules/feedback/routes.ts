@@ -47,7 +47,7 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
   };
   for (const url of ['/api/feedback', '/api/feedback/submit-feedback']) {
     app.post(url, submit, async function submitFeedback(request, reply) {
-      const data = await feedback.submitFeedback(request.body, request.ip);
+      const data = await feedback.submitFeedback(request.body, request.ip, request.log);
       return reply.status(201).send({ success: true as const, message: 'Feedback submitted successfully', data });
     });
   }

@@ -35,6 +35,8 @@ export const SCREENSHOT_MESSAGES: Record<ScreenshotProblem, string> = {
   size: 'Screenshot must be at most 5 MB',
 };
 
+const OPAQUE_TYPE = 'application/octet-stream';
+
 /**
  * A stored data URL as bytes to serve. Types outside SCREENSHOT_TYPES (a row
  * written past the API, e.g. SVG) are served as an opaque download, never as
@@ -42,7 +44,15 @@ export const SCREENSHOT_MESSAGES: Record<ScreenshotProblem, string> = {
  */
 export function screenshotFile(dataUrl: string): { type: string; image: boolean; bytes: Buffer } {
   const comma = dataUrl.indexOf(',');
-  const type = /^data:([a-z]+\/[a-z0-9.+-]+);base64$/.exec(dataUrl.slice(0, comma))?.[1];
-  const image = type !== undefined && (SCREENSHOT_TYPES as readonly string[]).includes(type);
-  return { type: image ? type : 'application/octet-stream', image, bytes: Buffer.from(dataUrl.slice(comma + 1), 'base64') };
+  const type = servedScreenshotType(/^data:([a-z]+\/[a-z0-9.+-]+);base64$/.exec(dataUrl.slice(0, comma))?.[1]);
+  return { type, image: type !== OPAQUE_TYPE, bytes: Buffer.from(dataUrl.slice(comma + 1), 'base64') };
+}
+
+/**
+ * The Content-Type the screenshot route answers for a stored type. The list
+ * names the same (`screenshotType`): telling a client `image/svg+xml` for what
+ * the route serves as a download invited it to build an SVG of the bytes.
+ */
+export function servedScreenshotType(stored: string | null | undefined): string {
+  return stored !== null && stored !== undefined && (SCREENSHOT_TYPES as readonly string[]).includes(stored) ? stored : OPAQUE_TYPE;
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import escapeHtml from 'escape-html';
+import type { FastifyBaseLogger } from 'fastify';
 import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -59,8 +60,9 @@ export interface FeedbackServiceDeps {
 
 export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServiceDeps) {
   return {
-    async submitFeedback(body: SubmitFeedbackBody, remoteIp: string): Promise<{ id: string; status: 'pending' }> {
-      const verdict = await captcha.verify(body.captchaToken, remoteIp);
+    /** `log` (the request's) hears why a bot check could not be made. */
+    async submitFeedback(body: SubmitFeedbackBody, remoteIp: string, log?: FastifyBaseLogger): Promise<{ id: string; status: 'pending' }> {
+      const verdict = await captcha.verify(body.captchaToken, remoteIp, log);
       if (verdict === 'failed') throw badRequest('Bot verification failed');
       if (verdict === 'unavailable') throw serviceUnavailable('Bot verification unavailable');
 

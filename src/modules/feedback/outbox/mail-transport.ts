@@ -36,6 +36,15 @@ export interface MailTransport {
   close(): void;
 }
 
+/** Addresses Resend takes in one e-mail (`to`). */
+export const RESEND_MAX_RECIPIENTS = 50;
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const parts: T[][] = [];
+  for (let start = 0; start < items.length; start += size) parts.push(items.slice(start, start + size));
+  return parts;
+}
+
 function resendTransport(apiKey: string, baseUrl: string | undefined): MailTransport {
   // Base URL and user agent are passed so the package never falls back to
   // reading the environment (config is parsed once, in config.ts).
@@ -45,17 +54,29 @@ function resendTransport(apiKey: string, baseUrl: string | undefined): MailTrans
     // Resend's API allows 2 requests per second by default; more would only earn 429s and retries.
     concurrency: 2,
     async send(mail, idempotencyKey) {
-      const { data, error } = await resend.emails.send(
-        { from: mail.from, to: mail.to, subject: mail.subject, html: mail.html, text: mail.text },
-        { idempotencyKey, signal: AbortSignal.timeout(SEND_TIMEOUT_MS) },
-      );
-      if (error) {
-        // 400 and 422: the message itself is refused. Everything else (no
-        // answer, 401/403 keys, 409 a concurrent request, 429, 5xx) may pass later.
-        const status = error.statusCode ?? null;
-        throw new DeliveryError(`resend ${status ?? 'unreachable'}: ${error.name}: ${error.message}`, status === 400 || status === 422);
+      // Resend refuses (422) an e-mail to more than 50 addresses, and a refusal is
+      // given up at once: with 51 admins no notification reached anyone. So the
+      // list is sent in parts, one after another, each with a key of its own.
+      // A retry after a part failed sends the same parts with the same keys, and
+      // Resend drops those it already took. One deadline for all the parts: the
+      // claim's lease counts one send timeout per notification (worker.ts).
+      const parts = mail.to.length > RESEND_MAX_RECIPIENTS ? chunks(mail.to, RESEND_MAX_RECIPIENTS) : [mail.to];
+      const signal = AbortSignal.timeout(SEND_TIMEOUT_MS);
+      const ids: string[] = [];
+      for (const [index, to] of parts.entries()) {
+        const { data, error } = await resend.emails.send(
+          { from: mail.from, to, subject: mail.subject, html: mail.html, text: mail.text },
+          { idempotencyKey: parts.length === 1 ? idempotencyKey : `${idempotencyKey}-${index + 1}`, signal },
+        );
+        if (error) {
+          // 400 and 422: the message itself is refused. Everything else (no
+          // answer, 401/403 keys, 409 a concurrent request, 429, 5xx) may pass later.
+          const status = error.statusCode ?? null;
+          throw new DeliveryError(`resend ${status ?? 'unreachable'}: ${error.name}: ${error.message}`, status === 400 || status === 422);
+        }
+        if (data?.id) ids.push(data.id);
       }
-      return { providerMessageId: data?.id };
+      return { providerMessageId: ids.length > 0 ? ids.join(',') : undefined };
     },
     close() {},
   };
