@@ -52,6 +52,18 @@ describe('POST /api/feedback (public submission)', () => {
     expect(outbox).toEqual([{ n: 1 }]);
   });
 
+  it('an optional field sent as null or as an empty string is not given (forms send empty fields so)', async () => {
+    for (const empty of [null, '']) {
+      const response = await submit(feedbackBody({ location: empty, category: empty, screenshot: empty, websiteId: empty, captchaToken: empty }));
+      expect(response.statusCode, `${JSON.stringify(empty)}: ${response.body}`).toBe(201);
+      const [row] = await sql`select location, category, screenshot, website_id from public.feedback where id = ${response.json().data.id}`;
+      expect(row).toEqual({ location: null, category: null, screenshot: null, website_id: null });
+    }
+    // A value that is there is still checked.
+    const wrong = await submit(feedbackBody({ location: 'about', category: 'Praise' }));
+    expect(wrong.json().details).toEqual({ location: ['Location must be an http(s) URL'], category: ['Category must be one of: Bug Report, Feature Request, General Feedback'] });
+  });
+
   it('the legacy /api/feedback/submit-feedback has the same contract', async () => {
     const response = await submit(feedbackBody(), '/api/feedback/submit-feedback');
     expect(response.statusCode).toBe(201);
@@ -355,6 +367,16 @@ describe('PUT /api/feedback/:id (admin triage)', () => {
     const response = await update(id, { adminNotes: 'Asked for a screenshot' });
     expect(response.json().data).toEqual({ id, status: 'pending', resolvedAt: null });
     expect((await resolvedAtOf(id)).admin_notes).toBe('Asked for a screenshot');
+  });
+
+  it('adminNotes: null clears the notes (the list shows null, as for notes never written)', async () => {
+    const id = await submitted();
+    expect((await update(id, { adminNotes: 'Call back on Monday' })).statusCode).toBe(200);
+    const cleared = await update(id, { adminNotes: null });
+    expect(cleared.statusCode, cleared.body).toBe(200);
+    expect(cleared.json().data).toEqual({ id, status: 'pending', resolvedAt: null });
+    expect((await resolvedAtOf(id)).admin_notes).toBeNull();
+    expect((await update(id, { adminNotes: 42 })).json().details).toEqual({ adminNotes: ['Admin notes must be a string'] });
   });
 
   it.each([

@@ -154,7 +154,8 @@ export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter, order: '
 
 export interface TriageChange {
   status?: FeedbackStatus;
-  adminNotes?: string;
+  /** null clears the notes. */
+  adminNotes?: string | null;
   resolvedBy?: string;
   /** Who resolves when the change resolves without naming anyone. */
   resolvedByDefault: string;

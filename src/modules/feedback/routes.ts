@@ -41,6 +41,7 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     schema: {
       tags: ['feedback'],
       summary: 'Submit feedback (public)',
+      description: 'An optional field (location, category, screenshot, websiteId, captchaToken) sent as null or an empty string is taken as not given.',
       body: SubmitFeedbackBodySchema,
       response: { 201: SubmitFeedbackResponseSchema },
     },

@@ -23,6 +23,14 @@ const text = (label: string) =>
     .trim()
     .refine(isStorableText, unstorable(label));
 
+/**
+ * An optional field of the public form. null or an empty string is no value:
+ * forms and their JSON encoders send an empty field so, and a visitor should
+ * not be refused for a field they left blank. A value that is there is checked.
+ */
+const formOptional = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((value) => (value === null || value === '' ? undefined : value), schema.optional());
+
 /** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
 export const SubmitFeedbackBodySchema = z.object({
   name: text('Name').min(2, 'Name must be at least 2 characters').max(100, 'Name must be at most 100 characters'),
@@ -36,35 +44,38 @@ export const SubmitFeedbackBodySchema = z.object({
     .int('Rating must be an integer from 1 to 5')
     .min(1, 'Rating must be an integer from 1 to 5')
     .max(5, 'Rating must be an integer from 1 to 5'),
-  location: z
-    .url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' })
-    .max(2048, 'Location must be at most 2048 characters')
-    .refine(isStorableText, unstorable('Location'))
-    .meta({ description: 'The http(s) URL of the page the feedback is about' })
-    .optional(),
-  category: z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` }).optional(),
-  screenshot: z
-    .string({ error: SCREENSHOT_MESSAGES.format })
-    // One check, length first: a regular expression never walks an oversized string.
-    .superRefine((value, context) => {
-      const problem = screenshotProblem(value);
-      if (problem) context.addIssue({ code: 'custom', message: SCREENSHOT_MESSAGES[problem] });
-    })
-    .meta({
-      maxLength: MAX_SCREENSHOT_CHARS,
-      description: 'A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded (SVG is refused)',
-    })
-    .optional(),
-  websiteId: uuidInput('Website id').optional(),
-  captchaToken: z
-    .string()
-    .max(4096)
-    .meta({
-      description:
-        "The captcha widget's answer (Cloudflare Turnstile or hCaptcha). Required when the server has a captcha secret: " +
-        'without it, or with a wrong one, 400 `Bot verification failed`; 503 `Bot verification unavailable` when the provider does not answer',
-    })
-    .optional(),
+  location: formOptional(
+    z
+      .url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' })
+      .max(2048, 'Location must be at most 2048 characters')
+      .refine(isStorableText, unstorable('Location'))
+      .meta({ description: 'The http(s) URL of the page the feedback is about' }),
+  ),
+  category: formOptional(z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` })),
+  screenshot: formOptional(
+    z
+      .string({ error: SCREENSHOT_MESSAGES.format })
+      // One check, length first: a regular expression never walks an oversized string.
+      .superRefine((value, context) => {
+        const problem = screenshotProblem(value);
+        if (problem) context.addIssue({ code: 'custom', message: SCREENSHOT_MESSAGES[problem] });
+      })
+      .meta({
+        maxLength: MAX_SCREENSHOT_CHARS,
+        description: 'A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded (SVG is refused)',
+      }),
+  ),
+  websiteId: formOptional(uuidInput('Website id')),
+  captchaToken: formOptional(
+    z
+      .string({ error: 'Captcha token must be a string' })
+      .max(4096, 'Captcha token must be at most 4096 characters')
+      .meta({
+        description:
+          "The captcha widget's answer (Cloudflare Turnstile or hCaptcha). Required when the server has a captcha secret: " +
+          'without it, or with a wrong one, 400 `Bot verification failed`; 503 `Bot verification unavailable` when the provider does not answer',
+      }),
+  ),
 });
 export type SubmitFeedbackBody = z.infer<typeof SubmitFeedbackBodySchema>;
 
@@ -132,9 +143,11 @@ export const FeedbackIdParamsSchema = z.object({ id: uuidInput('Feedback id') })
 export const UpdateFeedbackBodySchema = z
   .object({
     status: FeedbackStatusSchema.optional(),
+    // null clears the notes: the list shows null for notes never written too.
     adminNotes: requiredString('Admin notes')
       .max(5000, 'Admin notes must be at most 5000 characters')
       .refine(isStorableText, unstorable('Admin notes'))
+      .nullable()
       .optional(),
     resolvedBy: requiredString('resolvedBy')
       .trim()

@@ -132,7 +132,7 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
         const updated = await db.asActor(dbActorOf(caller), (tx) =>
           updateFeedbackTriage(tx, id, {
             status: body.status,
-            adminNotes: body.adminNotes === undefined ? undefined : escapeHtml(body.adminNotes),
+            adminNotes: typeof body.adminNotes === 'string' ? escapeHtml(body.adminNotes) : body.adminNotes,
             resolvedBy: escapeOptional(body.resolvedBy) ?? undefined,
             resolvedByDefault: escapeHtml(caller.userId),
           }),
