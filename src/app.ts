@@ -22,7 +22,7 @@ import usersRoutes, { adminUsersRoutes } from './modules/users/routes.ts';
 import websitesRoutes from './modules/websites/routes.ts';
 import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
-import errorsPlugin, { clientErrorHandler, errorHandler } from './plugins/errors.ts';
+import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors.ts';
 import gracefulPlugin from './plugins/graceful.ts';
 import jsonBodyPlugin from './plugins/json-body.ts';
 import metricsPlugin from './plugins/metrics.ts';
@@ -30,7 +30,7 @@ import openApiPlugin, { docsPage } from './plugins/openapi.ts';
 import rateLimitPlugin, { type RateLimitOptions } from './plugins/rate-limit.ts';
 import refusalLogPlugin from './plugins/refusal-log.ts';
 import requestLogPlugin, { requestIdFor } from './plugins/request-log.ts';
-import securityPlugin, { pageSecurityPlugin } from './plugins/security.ts';
+import securityPlugin, { headersBeforeRouting, pageSecurityPlugin } from './plugins/security.ts';
 import supabasePlugin from './plugins/supabase.ts';
 
 export const VERSION = '0.1.0';
@@ -73,8 +73,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
-    // path parameters) get the same envelope as every other error.
-    frameworkErrors: errorHandler,
+    // path parameters) get the same envelope and headers as every other error.
+    frameworkErrors: frameworkErrorHandler(headersBeforeRouting(config)),
     clientErrorHandler,
   } satisfies FastifyServerOptions;
 }

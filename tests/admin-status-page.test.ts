@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -64,6 +66,47 @@ describe('/admin/status page in Chromium', () => {
     expect(await tabs[0].locator('#notice').innerText()).toBe('Opened in another tab — reload to watch here');
     for (const tab of tabs.slice(1)) expect(await tab.textContent('#connection')).toBe('live');
     await context.close();
+  });
+
+  it('behind a proxy, comes back by itself after the server was away (a 502 for its stream is no verdict)', async () => {
+    // A reverse proxy answers 502 while the API restarts. EventSource gives up for good on any
+    // answer that is not 200, so the page used to stop at "disconnected – reload" although
+    // nothing was wrong with its session.
+    let away = false;
+    const proxied = new Set<http.ServerResponse>();
+    const proxy = http.createServer((request, response) => {
+      if (away) return void response.writeHead(502, { 'content-type': 'text/plain' }).end('Bad Gateway');
+      const upstream = http.request(`${base}${request.url}`, { method: request.method, headers: request.headers }, (answer) => {
+        response.writeHead(answer.statusCode!, answer.headers);
+        answer.pipe(response);
+      });
+      proxied.add(response);
+      response.on('close', () => {
+        proxied.delete(response);
+        upstream.destroy();
+      });
+      request.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
+    try {
+      const page = await context.newPage();
+      expect((await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/admin/status`))?.status()).toBe(200);
+      await expect.poll(() => page.textContent('#connection')).toBe('live');
+      // The server goes away: its stream is cut, and the proxy answers 502 meanwhile.
+      away = true;
+      for (const response of proxied) response.destroy();
+      await page.waitForTimeout(STREAM_RETRY_MS + 2_000);
+      expect(await page.textContent('#connection')).toBe('reconnecting…');
+      expect(await page.locator('#notice').isHidden()).toBe(true);
+      away = false;
+      await expect.poll(() => page.textContent('#connection'), { timeout: 20_000 }).toBe('live');
+      expect(await page.locator('body.stale').count()).toBe(0);
+    } finally {
+      await context.close();
+      proxy.closeAllConnections();
+      proxy.close();
+    }
   });
 
   it('says when its session has ended, links to the sign-in, and marks the figures stale', async () => {

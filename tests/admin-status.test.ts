@@ -42,6 +42,19 @@ describe('/admin/status over HTTP', () => {
     expect((await app.inject({ method: 'GET', url: '/admin/status/', headers: { cookie: `${SESSION_COOKIE}=${token}` } })).statusCode).toBe(200);
   });
 
+  it('takes the cookie when the Authorization header carries no Bearer token (basic auth at a proxy in front)', async () => {
+    // A proxy that guards /admin with HTTP basic auth makes the browser send
+    // `Authorization: Basic …` with every request; the cookie was then ignored, and
+    // signing in led back to the sign-in form for ever.
+    const token = admin.authorization.replace('Bearer ', '');
+    const headers = { authorization: `Basic ${Buffer.from('ops:secret').toString('base64')}`, cookie: `${SESSION_COOKIE}=${token}` };
+    expect((await app.inject({ method: 'GET', url: '/admin/status', headers })).statusCode).toBe(200);
+    expect((await app.inject({ method: 'GET', url: '/admin/status/session', headers })).statusCode).toBe(200);
+    // A Bearer header is still the credential when there is one: a bad one is not rescued by the cookie.
+    const bearer = await app.inject({ method: 'GET', url: '/admin/status/session', headers: { authorization: 'Bearer garbage', cookie: `${SESSION_COOKIE}=${token}` } });
+    expect(bearer.statusCode).toBe(401);
+  });
+
   it('needs no unsafe CSP: no inline script or style, helmet policy untouched', async () => {
     for (const response of [
       await app.inject({ method: 'GET', url: '/admin/status', headers: admin }),
@@ -102,6 +115,38 @@ describe('/admin/status over HTTP', () => {
     await listening.close();
     expect(Date.now() - started).toBeLessThan(3_000);
     await reader.cancel().catch(() => {});
+  });
+
+  it('keeps streaming while the database is down, and shows it down', async () => {
+    // Nothing listens on port 1. The legacy admin token needs no database, so the stream opens;
+    // the live-visitor count cannot be read, and once that held back every snapshot, the
+    // dashboard kept the last figures it had (database "up") through the whole outage.
+    const unreachable = await buildTestApp({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    const base = await unreachable.listen({ host: '127.0.0.1', port: 0 });
+    const controller = new AbortController();
+    try {
+      const response = await fetch(`${base}/admin/status/stream`, { headers: admin, signal: controller.signal });
+      expect(response.status).toBe(200);
+      const reader = response.body!.getReader();
+      let text = '';
+      const deadline = Date.now() + 8_000;
+      while (!text.includes('event: snapshot') && Date.now() < deadline) {
+        const timeout = new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), Math.max(0, deadline - Date.now())));
+        const chunk = await Promise.race([reader.read().then(({ value }) => value), timeout]);
+        if (chunk) text += new TextDecoder().decode(chunk);
+      }
+      const snapshot = /event: snapshot\ndata: (.*)\n/.exec(text);
+      expect(snapshot, 'a snapshot within 8 s').not.toBeNull();
+      const data = JSON.parse(snapshot![1]);
+      expect(data.health.database.status).toBe('down');
+      expect(data.health.status).toBe('error');
+      expect(data.live).toBeNull();
+      expect(data.metrics.requests.total).toEqual(expect.any(Number));
+    } finally {
+      controller.abort();
+      unreachable.server.closeAllConnections();
+      await unreachable.close();
+    }
   });
 
   it('signs in through the accounts service: 503 while none is configured, 400 for an empty form', async () => {

@@ -36,6 +36,31 @@ describe('app foundation', () => {
     expect(short.json().details).toEqual({ id: ['User id must be a UUID'] });
   });
 
+  it('a URL refused before routing (bad percent-encoding, a segment too long) still carries CORS, the request id and the data headers', async () => {
+    // The router refuses these before any hook runs; without the CORS headers the front end's
+    // fetch saw only a network error, never the 400 or 414 and its message.
+    for (const [url, status] of [
+      ['/api/users/email/100%@example.com', 400],
+      [`/api/users/${'a'.repeat(1025)}`, 414],
+    ] as const) {
+      const response = await app.inject({ method: 'GET', url, headers: { origin: FRONTEND, 'x-request-id': 'bad-url-1' } });
+      expect(response.statusCode, url).toBe(status);
+      expect(response.json().success).toBe(false);
+      expect(response.headers['access-control-allow-origin']).toBe(FRONTEND);
+      expect(response.headers['access-control-allow-credentials']).toBe('true');
+      expect(String(response.headers['access-control-expose-headers'])).toContain('X-Request-Id');
+      expect(String(response.headers.vary)).toContain('Origin');
+      expect(response.headers['x-request-id']).toBe('bad-url-1');
+      expect(response.headers['content-security-policy']).toBe("default-src 'none'; frame-ancestors 'none'");
+      expect(response.headers['x-content-type-options']).toBe('nosniff');
+    }
+    // Another origin still gets no CORS headers.
+    const other = await app.inject({ method: 'GET', url: '/api/users/email/100%@example.com', headers: { origin: 'https://evil.example' } });
+    expect(other.statusCode).toBe(400);
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+    expect(other.headers['access-control-allow-credentials']).toBeUndefined();
+  });
+
   it('malformed JSON is a 400 in the envelope, never a 500', async () => {
     const response = await app.inject({
       method: 'POST',
@@ -123,6 +148,24 @@ describe('app foundation', () => {
     }
   });
 
+  it('asks browsers to upgrade the pages\' requests to HTTPS only in production, which is served over TLS', async () => {
+    // Over plain HTTP at any address but localhost (a dev server on 0.0.0.0 opened from
+    // another machine), `upgrade-insecure-requests` sent the dashboard's own script and style
+    // to https://, which failed: a blank page that never connected.
+    for (const headers of [{}, await legacyAdmin()]) {
+      const response = await app.inject({ method: 'GET', url: '/admin/status', headers });
+      expect(String(response.headers['content-security-policy'])).not.toContain('upgrade-insecure-requests');
+    }
+    const production = await buildTestApp({ NODE_ENV: 'production' });
+    try {
+      const page = await production.inject({ method: 'GET', url: '/admin/status' });
+      expect(String(page.headers['content-security-policy'])).toContain('upgrade-insecure-requests');
+      expect(page.headers['strict-transport-security']).toBe('max-age=31536000; includeSubDomains');
+    } finally {
+      await production.close();
+    }
+  });
+
   it("a page's answer refused before the page is reached is data, and carries the data set", async () => {
     const limited = await buildTestApp({ RATE_LIMIT_GENERAL_PER_15MIN: '1' });
     try {
@@ -149,6 +192,32 @@ describe('app foundation', () => {
     expect(simple.headers['access-control-allow-origin']).toBe(FRONTEND);
     // A fetched export's file name, and the refusals' timing, are readable by the page.
     expect(String(simple.headers['access-control-expose-headers']).split(/,\s*/)).toEqual(expect.arrayContaining(['Content-Disposition', 'Retry-After', 'X-Request-Id']));
+  });
+
+  it("lets the front end's origin send the request headers its libraries add (a preflight is not refused over them)", async () => {
+    // A front end's HTTP client or error tracker adds headers of its own (Sentry's sentry-trace
+    // and baggage, Cache-Control, X-Requested-With); with a fixed list, the browser refused every
+    // such request after its preflight, before the API saw it.
+    const requested = 'authorization,content-type,sentry-trace,baggage,cache-control,x-requested-with';
+    const preflight = await app.inject({
+      method: 'OPTIONS',
+      url: '/api/feedback/get-feedback',
+      headers: { origin: FRONTEND, 'access-control-request-method': 'GET', 'access-control-request-headers': requested },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe(FRONTEND);
+    const allowed = String(preflight.headers['access-control-allow-headers']).toLowerCase().split(/\s*,\s*/);
+    expect(allowed).toEqual(expect.arrayContaining(requested.split(',')));
+    // The answer depends on the headers asked for, so caches must keep them apart.
+    expect(String(preflight.headers.vary).toLowerCase()).toContain('access-control-request-headers');
+    // Another origin is still told nothing.
+    const other = await app.inject({
+      method: 'OPTIONS',
+      url: '/api/feedback/get-feedback',
+      headers: { origin: 'https://evil.example', 'access-control-request-method': 'GET', 'access-control-request-headers': requested },
+    });
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+    expect(other.headers['access-control-allow-headers']).toBeUndefined();
   });
 
   it('a JSON route refuses text/plain with 415, as any other type that is not JSON', async () => {

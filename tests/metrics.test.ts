@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { RateWindow } from '../src/lib/rate-window.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import type { MetricsSnapshot } from '../src/plugins/metrics-snapshot.ts';
@@ -97,6 +97,27 @@ describe('metrics', () => {
       'app_logs_dropped_total',
     ]) {
       expect(text).toContain(`# TYPE ${name} `);
+    }
+  });
+
+  it("the last-minute latency gauges say NaN once a minute has passed without requests, not the old figures", async () => {
+    const recent = async () => {
+      const text = (await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).body;
+      return Object.fromEntries([...text.matchAll(/^http_request_duration_recent_seconds\{quantile="([\d.]+)"\} (\S+)$/gm)].map(([, q, v]) => [q, v]));
+    };
+    await app.inject({ method: 'GET', url: '/health' });
+    const busy = await recent();
+    expect(Object.keys(busy).sort()).toEqual(['0.5', '0.95', '0.99']);
+    for (const value of Object.values(busy)) expect(Number(value)).toBeGreaterThan(0);
+    // Two quiet minutes later (the scrape itself is not counted: /metrics has metrics: false).
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 120_000 });
+    try {
+      // A gauge keeps its last value until set again: an idle service reported its last burst's latency for ever.
+      // prom-client writes NaN as `Nan`, which Prometheus reads as NaN (Go's ParseFloat ignores case).
+      expect(await recent()).toEqual({ '0.5': 'Nan', '0.95': 'Nan', '0.99': 'Nan' });
+      expect((await app.metrics.snapshot()).latencyMs).toEqual({ p50: null, p95: null, p99: null });
+    } finally {
+      vi.useRealTimers();
     }
   });
 

@@ -75,6 +75,19 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
 }
 
 /**
+ * Fastify's `frameworkErrors`: a URL the router refuses (bad percent-encoding,
+ * a path parameter over the length limit) is answered before any hook runs,
+ * so the request id and `headersFor(origin)` (the security plugin's headers,
+ * CORS included) are set here, as the hooks set them on every other answer.
+ */
+export function frameworkErrorHandler(headersFor: (origin: string | undefined) => Record<string, string>) {
+  return function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
+    reply.headers(headersFor(request.headers.origin)).header('x-request-id', request.id);
+    return errorHandler(error, request, reply);
+  };
+}
+
+/**
  * Requests Node's HTTP parser refuses never reach Fastify's hooks: a header
  * block past the size limit, a malformed request line or length, a request
  * too slow to arrive. Fastify's default answer has no `success` and names the

@@ -83,8 +83,10 @@ export default fp<MetricsOptions>(
       registers,
       collect() {
         const { p50, p95, p99 } = recentLatencyMs();
+        // A minute without requests has no percentiles: NaN, as a Prometheus summary reports a
+        // quantile without observations. Left unset, a gauge repeats its last value for ever.
         for (const [quantile, ms] of [[0.5, p50], [0.95, p95], [0.99, p99]] as const) {
-          if (ms !== null) this.set({ quantile: String(quantile) }, ms / 1000);
+          this.set({ quantile: String(quantile) }, ms === null ? Number.NaN : ms / 1000);
         }
       },
     });

@@ -31,6 +31,27 @@ export function dataHeaders(production: boolean): Record<string, string> {
   };
 }
 
+/** What the front end's origin may read of an answer besides the body. */
+const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition'];
+
+/**
+ * The headers this plugin's hooks give an answer (the data set, CORS for the
+ * front end's origin), for the few answers sent before any hook runs: a URL
+ * the router refuses (app.ts, `frameworkErrors`). Without CORS, the front end
+ * reads such a 400 or 414 as a network error, its message unreadable.
+ */
+export function headersBeforeRouting(config: Config): (origin: string | undefined) => Record<string, string> {
+  const data = { ...dataHeaders(config.NODE_ENV === 'production'), vary: 'Origin' };
+  const allowedOrigin = new URL(config.CORS_ORIGIN).origin;
+  const withCors = {
+    ...data,
+    'access-control-allow-origin': allowedOrigin,
+    'access-control-allow-credentials': 'true',
+    'access-control-expose-headers': EXPOSED_HEADERS.join(', '),
+  };
+  return (origin) => (origin === allowedOrigin ? withCors : data);
+}
+
 /**
  * For a scope whose answers carry tokens or a person's account (the auth and
  * users routes): nothing on the way may keep them (RFC 6749 asks it of token
@@ -56,7 +77,13 @@ export const pageSecurityPlugin = fp<{ config: Config }>(
       for (const name of dataHeaderNames) reply.removeHeader(name);
       done();
     });
-    await pages.register(helmet, { hsts: production });
+    await pages.register(helmet, {
+      hsts: production,
+      // Like HSTS, production only: served over plain HTTP at any address but localhost (a dev
+      // server on 0.0.0.0 opened from another machine), the browser fetched the pages' own
+      // scripts and styles from https:// and showed a blank, unconnected page.
+      contentSecurityPolicy: production ? true : { directives: { upgradeInsecureRequests: null } },
+    });
   },
   { name: 'page-security' },
 );
@@ -76,9 +103,12 @@ export default fp<{ config: Config }>(
       origin: (origin, callback) => callback(null, origin === allowedOrigin),
       credentials: true,
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS'],
-      allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id', 'X-API-Key'],
+      // No allowedHeaders: the preflight allows the headers the front end asks for (and varies on
+      // them). Only the one origin gets that answer, and the headers a trusted page sends are its
+      // business; a fixed list refused every request of a front end whose HTTP client or error
+      // tracker adds one of its own (sentry-trace, baggage, Cache-Control, X-Requested-With).
       // Content-Disposition: a front end that fetches an export (it needs the bearer token) reads the file name from it.
-      exposedHeaders: ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition'],
+      exposedHeaders: EXPOSED_HEADERS,
       maxAge: 600,
     });
   },

@@ -4,7 +4,8 @@ import { drawLineChart } from './charts.js';
 // so the session cookie or the browser's Authorization header goes along).
 // `history` brings the samples of the last minutes, then a `snapshot` every
 // second brings current figures and the newest sample. The page stops for good
-// when another tab has taken its stream or its session has ended, and says so.
+// when another tab has taken its stream or its session has ended, and says so;
+// any other refusal of its stream is retried.
 
 const WINDOW_SECONDS = 300;
 const $ = (id) => document.getElementById(id);
@@ -55,7 +56,12 @@ function fillRows(tbody, rows) {
 }
 
 function renderLive(live) {
-  if (!live) return;
+  // null: the count could not be read (the database is down); show that, not the last count.
+  if (!live) {
+    setText('live-visitors', '–');
+    $('live-websites').replaceChildren();
+    return;
+  }
   setText('live-visitors', int.format(live.activeVisitors));
   const active = live.websites.filter((website) => website.activeVisitors > 0);
   fillRows($('live-websites'), active.map((website) => [[website.name, 'website'], [int.format(website.activeVisitors), 'num']]));
@@ -141,13 +147,22 @@ const STOPPED = {
   403: ['This account is no longer an administrator', 'sign in again'],
 };
 
-/** Shows that the figures are no longer updated, and why when it is known. */
-function stop(why) {
+// The page's own retry after a refusal that says nothing about the session: from the
+// stream's own 3 s, doubling up to 30 s, back to 3 s once a stream opens.
+const RETRY_FIRST_MS = 3_000;
+const RETRY_MAX_MS = 30_000;
+let retryMs = RETRY_FIRST_MS;
+let retryTimer;
+let stopped = false;
+let source;
+
+/** Shows that the figures are no longer updated, and why. */
+function stop([text, action]) {
+  stopped = true;
+  clearTimeout(retryTimer);
   source.close();
   document.body.classList.add('stale');
-  if (!why) return setConnection('disconnected – reload', 'warn');
   setConnection('stopped', 'warn');
-  const [text, action] = why;
   $('notice-text').textContent = `${text} —`;
   $('notice-action').textContent = action;
   $('notice').hidden = false;
@@ -156,39 +171,56 @@ function stop(why) {
 /** EventSource cannot read the status of a refused request; the session endpoint answers the same guard with one. */
 async function explainRefusal() {
   const response = await fetch('/admin/status/session', { credentials: 'same-origin', cache: 'no-store' }).catch(() => undefined);
-  stop(STOPPED[response?.status]);
+  if (stopped) return;
+  const why = STOPPED[response?.status];
+  if (why) return stop(why);
+  // Anything else is no verdict on the session: a proxy's 502 or 503 while the server restarts,
+  // a 503 while the database is down, a 429. EventSource gives up for good on any answer that
+  // is not 200, so the page opens a new one itself, as the browser does after a dropped link.
+  setConnection('reconnecting…', 'warn');
+  retryTimer = setTimeout(connect, retryMs);
+  retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
 }
 
-const source = new EventSource('/admin/status/stream');
-source.addEventListener('open', () => setConnection('live', 'ok'));
-source.addEventListener('error', () => {
-  // CONNECTING: the browser retries by itself (a dropped link, a restarting server). CLOSED: a retry was refused.
-  if (source.readyState === EventSource.CLOSED) void explainRefusal();
-  else setConnection('reconnecting…', 'warn');
-});
-source.addEventListener('end', (event) => {
-  // Reconnecting would end this admin's next-oldest stream, whose tab would do the same, without end.
-  // Any other end (sign-out, shutdown) is left to the retry: its answer says what happened.
-  if (JSON.parse(event.data).code === 'replaced') stop(STOPPED.replaced);
-});
-source.addEventListener('history', (event) => {
-  samples.splice(0, samples.length, ...JSON.parse(event.data));
-  drawCharts();
-});
-source.addEventListener('snapshot', (event) => {
-  const snapshot = JSON.parse(event.data);
-  const { sample } = snapshot;
-  if (sample && (samples.length === 0 || samples[samples.length - 1].t < sample.t)) {
-    samples.push(sample);
-    if (samples.length > WINDOW_SECONDS) samples.splice(0, samples.length - WINDOW_SECONDS);
-  }
-  render(snapshot);
-  drawCharts();
-});
+function connect() {
+  source = new EventSource('/admin/status/stream');
+  source.addEventListener('open', () => {
+    retryMs = RETRY_FIRST_MS;
+    setConnection('live', 'ok');
+  });
+  source.addEventListener('error', () => {
+    // CONNECTING: the browser retries by itself (a dropped link, a restarting server). CLOSED: a retry was refused.
+    if (source.readyState === EventSource.CLOSED) void explainRefusal();
+    else setConnection('reconnecting…', 'warn');
+  });
+  source.addEventListener('end', (event) => {
+    // Reconnecting would end this admin's next-oldest stream, whose tab would do the same, without end.
+    // Any other end (sign-out, shutdown) is left to the retry: its answer says what happened.
+    if (JSON.parse(event.data).code === 'replaced') stop(STOPPED.replaced);
+  });
+  source.addEventListener('history', (event) => {
+    samples.splice(0, samples.length, ...JSON.parse(event.data));
+    drawCharts();
+  });
+  source.addEventListener('snapshot', (event) => {
+    const snapshot = JSON.parse(event.data);
+    const { sample } = snapshot;
+    if (sample && (samples.length === 0 || samples[samples.length - 1].t < sample.t)) {
+      samples.push(sample);
+      if (samples.length > WINDOW_SECONDS) samples.splice(0, samples.length - WINDOW_SECONDS);
+    }
+    render(snapshot);
+    drawCharts();
+  });
+}
+
+connect();
 
 window.addEventListener('resize', drawCharts);
 
 $('signout').addEventListener('click', async () => {
+  stopped = true;
+  clearTimeout(retryTimer);
   source.close();
   await fetch('/admin/status/session', { method: 'DELETE', credentials: 'same-origin' }).catch(() => {});
   window.location.reload();

@@ -83,11 +83,15 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     }
   }
 
-  /** The Bearer header if there is one, else the session cookie; both go through the same guard. */
+  /**
+   * The Bearer header if there is one, else the session cookie; both go through the same guard.
+   * An Authorization header of another scheme is no credential of ours: a proxy guarding /admin
+   * with basic auth makes the browser send one with every request, and the cookie must still count.
+   */
   async function authorize(request: FastifyRequest, reply: FastifyReply) {
     const fromCookie = request.cookies[SESSION_COOKIE];
     // The auth context reads only the Authorization header.
-    if (!request.headers.authorization && fromCookie) request.headers.authorization = `Bearer ${fromCookie}`;
+    if (!bearerToken(request) && fromCookie) request.headers.authorization = `Bearer ${fromCookie}`;
     await requireAdmin.call(app, request, reply, () => {});
   }
 
@@ -122,17 +126,39 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     const send = (event: string, data: unknown) => {
       if (!stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)) behindSince ??= Date.now();
     };
+    // Active visitors are read as the signed-in admin, under row-level security. They need the
+    // database; when it fails, the snapshot still goes out with `live: null`, since the rest of it
+    // (the database shown down) is what an operator watches the page for during an outage.
+    let visitorsFailing = false;
+    const readVisitors = () =>
+      activeVisitors(callerOf(request)).then(
+        (visitors) => ((visitorsFailing = false), visitors),
+        (error: unknown) => {
+          // Once per failing spell, not once a second.
+          if (!visitorsFailing) request.log.warn({ err: error }, 'status stream: live visitors unavailable');
+          visitorsFailing = true;
+          return null;
+        },
+      );
+    // A tick still waiting for a slow database is not joined by the next one: they would pile
+    // up, one more every interval, each holding out for a pooled connection.
+    let ticking = false;
     const tick = async () => {
       if (behindSince !== undefined) {
         if (Date.now() - behindSince < stalledLimitMs) return;
         request.log.warn({ behindMs: Date.now() - behindSince }, 'status stream closed: its client stopped reading');
         return stop();
       }
-      // Active visitors are read as the signed-in admin, under row-level security.
-      const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), activeVisitors(callerOf(request))]);
-      // Things may have changed while the snapshot was read.
-      if (stopped || behindSince !== undefined) return;
-      send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
+      if (ticking) return;
+      ticking = true;
+      try {
+        const [metrics, report, visitors] = await Promise.all([app.metrics.snapshot(), health(), readVisitors()]);
+        // Things may have changed while the snapshot was read.
+        if (stopped || behindSince !== undefined) return;
+        send('snapshot', { metrics, health: report, live: visitors, sample: app.metrics.history().at(-1) ?? null });
+      } finally {
+        ticking = false;
+      }
     };
     const timer = setInterval(() => void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed')), intervalMs);
     // authorize() has set the caller and put the cookie's token, if any, in the header.
