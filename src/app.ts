@@ -69,7 +69,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
     // GET /api/users/email/:email takes an address of up to 254 characters, and more once percent-encoded.
-    routerOptions: { maxParamLength: 1024, querystringParser: parseQueryString },
+    // A path answers with or without a trailing slash, every route alike (README).
+    routerOptions: { maxParamLength: 1024, querystringParser: parseQueryString, ignoreTrailingSlash: true },
     trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
@@ -125,7 +126,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink, onFat
   const analytics = createAnalyticsService({ db: fastify.db });
   await fastify.register(async function htmlPages(pages) {
     await pages.register(pageSecurityPlugin, { config });
-    await docsPage(pages);
+    await docsPage(pages, { production: config.NODE_ENV === 'production' });
     await pages.register(statusRoutes, {
       prefix: '/admin/status',
       config,

@@ -27,6 +27,22 @@ describe('app foundation', () => {
     expect(response.json()).toEqual({ success: false, error: 'Route GET /api/nothing-here not found', statusCode: 404 });
   });
 
+  it('every route answers with a trailing slash as without it, whether it is written under a prefix or whole', async () => {
+    const admin = await legacyAdmin();
+    for (const [method, url, headers] of [
+      ['POST', '/api/feedback', {}],
+      ['POST', '/api/auth/signin', {}],
+      ['GET', '/api/feedback/get-feedback', admin],
+      ['GET', '/api/websites', admin],
+      ['POST', '/api/analytics', {}],
+    ] as const) {
+      const bare = await app.inject({ method, url, headers, payload: method === 'POST' ? {} : undefined });
+      const slashed = await app.inject({ method, url: `${url}/`, headers, payload: method === 'POST' ? {} : undefined });
+      expect(bare.statusCode, `${method} ${url}`).not.toBe(404);
+      expect([slashed.statusCode, slashed.json()], `${method} ${url}/`).toEqual([bare.statusCode, bare.json()]);
+    }
+  });
+
   it('a path segment over 1,024 characters is 414 in the envelope; one under it is the route\'s own 400', async () => {
     const long = await app.inject({ method: 'GET', url: `/api/users/${'a'.repeat(1025)}` });
     expect(long.statusCode).toBe(414);
@@ -152,15 +168,18 @@ describe('app foundation', () => {
     // Over plain HTTP at any address but localhost (a dev server on 0.0.0.0 opened from
     // another machine), `upgrade-insecure-requests` sent the dashboard's own script and style
     // to https://, which failed: a blank page that never connected.
-    for (const headers of [{}, await legacyAdmin()]) {
-      const response = await app.inject({ method: 'GET', url: '/admin/status', headers });
-      expect(String(response.headers['content-security-policy'])).not.toContain('upgrade-insecure-requests');
+    for (const [url, headers] of [['/admin/status', {}], ['/admin/status', await legacyAdmin()], ['/docs/', {}], ['/docs/static/index.html', {}]] as const) {
+      const response = await app.inject({ method: 'GET', url, headers });
+      expect(String(response.headers['content-security-policy']), url).toContain("default-src 'self'");
+      expect(String(response.headers['content-security-policy']), url).not.toContain('upgrade-insecure-requests');
     }
     const production = await buildTestApp({ NODE_ENV: 'production' });
     try {
-      const page = await production.inject({ method: 'GET', url: '/admin/status' });
-      expect(String(page.headers['content-security-policy'])).toContain('upgrade-insecure-requests');
-      expect(page.headers['strict-transport-security']).toBe('max-age=31536000; includeSubDomains');
+      for (const url of ['/admin/status', '/docs/static/index.html']) {
+        const page = await production.inject({ method: 'GET', url });
+        expect(String(page.headers['content-security-policy']), url).toContain('upgrade-insecure-requests');
+        expect(page.headers['strict-transport-security'], url).toBe('max-age=31536000; includeSubDomains');
+      }
     } finally {
       await production.close();
     }
@@ -240,6 +259,24 @@ describe('app foundation', () => {
       expect(response.headers['access-control-allow-origin']).toBeUndefined();
       expect(response.headers['access-control-allow-credentials']).toBeUndefined();
     }
+  });
+
+  it("another origin's preflight is 403 naming CORS_ORIGIN, not a 404 for a route that exists", async () => {
+    for (const origin of ['http://127.0.0.1:5173', 'https://evil.example']) {
+      const response = await app.inject({
+        method: 'OPTIONS',
+        url: '/api/auth/signin',
+        headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' },
+      });
+      expect(response.statusCode, origin).toBe(403);
+      expect(response.json()).toEqual({ success: false, error: 'This origin may not call the API from a browser (CORS_ORIGIN)', statusCode: 403 });
+      expect(response.headers['access-control-allow-origin']).toBeUndefined();
+    }
+    // The front end's own preflight is unchanged, and an OPTIONS that is no preflight is no concern of CORS.
+    const own = await app.inject({ method: 'OPTIONS', url: '/api/auth/signin', headers: { origin: FRONTEND, 'access-control-request-method': 'POST' } });
+    expect(own.statusCode).toBe(204);
+    const plain = await app.inject({ method: 'OPTIONS', url: '/api/auth/signin', headers: { origin: 'https://evil.example' } });
+    expect(plain.statusCode).toBe(404);
   });
 
   it('serves an OpenAPI 3.1 document and Swagger UI at /docs', async () => {

@@ -104,6 +104,13 @@ export default fp<{ version: string }>(
 );
 
 /** The /docs explorer: an HTML page, so app.ts registers it in the pages' scope. */
-export async function docsPage(pages: FastifyInstance) {
-  await pages.register(swaggerUi, { routePrefix: '/docs', staticCSP: true, uiConfig: { deepLinking: true } });
+export async function docsPage(pages: FastifyInstance, { production }: { production: boolean }) {
+  await pages.register(swaggerUi, {
+    routePrefix: '/docs',
+    staticCSP: true,
+    // As on the other pages (plugins/security.ts), HTTPS upgrades are asked for in production
+    // only: over plain HTTP at any address but localhost the explorer's scripts went to https://.
+    transformStaticCSP: production ? undefined : (header) => header.replace(/\s*upgrade-insecure-requests;?/, ''),
+    uiConfig: { deepLinking: true },
+  });
 }

@@ -3,6 +3,7 @@ import helmet from '@fastify/helmet';
 import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
+import { forbidden } from '../lib/errors.ts';
 
 // Security headers, and CORS for exactly one front-end origin with
 // credentials; a request from any other origin gets no CORS headers at all.
@@ -110,6 +111,15 @@ export default fp<{ config: Config }>(
       // Content-Disposition: a front end that fetches an export (it needs the bearer token) reads the file name from it.
       exposedHeaders: EXPOSED_HEADERS,
       maxAge: 600,
+    });
+    // A preflight from another origin (a front end on 127.0.0.1 when CORS_ORIGIN says localhost,
+    // or on another port) fell through to a 404 `Route OPTIONS … not found`, which sent the
+    // developer looking for a missing route. The browser refuses the call either way.
+    app.addHook('onRequest', async function refuseOtherOriginsPreflight(request) {
+      const { origin } = request.headers;
+      if (request.method === 'OPTIONS' && origin !== undefined && origin !== allowedOrigin && request.headers['access-control-request-method']) {
+        throw forbidden('This origin may not call the API from a browser (CORS_ORIGIN)');
+      }
     });
   },
   { name: 'security' },
