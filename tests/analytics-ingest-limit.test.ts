@@ -38,6 +38,23 @@ describe('the ingestion budget', () => {
     }
   });
 
+  it('the tracker script is loaded on the ingestion budget: visitors behind one address keep loading it past the general 100', async () => {
+    const app = await buildTestApp({ RATE_LIMIT_GENERAL_PER_15MIN: '100', RATE_LIMIT_INGEST_PER_15MIN: undefined });
+    try {
+      const remoteAddress = '192.0.2.152';
+      const statuses: number[] = [];
+      // An office's 120 readers, each loading the script once (no cached copy yet).
+      for (let visitor = 0; visitor < 120; visitor += 1) statuses.push((await app.inject({ method: 'GET', url: '/script.js', remoteAddress })).statusCode);
+      expect(statuses.filter((status) => status !== 200)).toEqual([]);
+      // And the address's general budget is untouched by them: all 100 of it (401, not 429, without a token).
+      const general: number[] = [];
+      for (let i = 0; i < 100; i += 1) general.push((await app.inject({ method: 'GET', url: '/api/websites', remoteAddress })).statusCode);
+      expect(new Set(general)).toEqual(new Set([401]));
+    } finally {
+      await app.close();
+    }
+  });
+
   it('the budget is configurable and answers 429 in the envelope past it', async () => {
     const app = await buildTestApp({ RATE_LIMIT_INGEST_PER_15MIN: '2' });
     try {

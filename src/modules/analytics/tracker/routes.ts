@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
 
 // GET /script.js: the tracker (tracker.js in this folder) that a site embeds
 // with one tag. Comment lines are dropped when it is served; an ETag over the
@@ -25,6 +26,9 @@ const trackerRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/script.js',
     {
+      // Part of tracking, as ingestion is: on the general budget, the readers of a site behind
+      // one address (an office, a carrier's NAT) lost the script after 100 loads in 15 minutes.
+      ...inRateLimitGroup(app, 'ingest'),
       schema: {
         tags: ['analytics'],
         summary: 'The tracking script: <script defer src="…/script.js" data-website-id="…"> on any site',
