@@ -85,3 +85,23 @@ describe('auth context', () => {
     for (const token of refused) expect((await get('/t/admin', token)).statusCode).toBe(401);
   });
 });
+
+describe('auth context with the database unreachable', () => {
+  it("a session that cannot be checked is 503 Database unavailable, in the envelope even on a route whose own 503 has another shape", async () => {
+    // Nothing listens on port 1. /api/admin/health declares its own 503 body (the health report):
+    // the guard's 503 was serialized through it, failed, and went out as a bare 500.
+    const app = await buildTestApp({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' }, routes);
+    try {
+      const token = await supabaseToken({ email: 'admin@example.test' });
+      for (const url of ['/api/admin/health', '/api/feedback/get-feedback', '/t/user']) {
+        const response = await app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } });
+        expect([response.statusCode, response.json()], url).toEqual([
+          503,
+          { success: false, error: 'Database unavailable', statusCode: 503, requestId: expect.any(String) },
+        ]);
+      }
+    } finally {
+      await app.close();
+    }
+  });
+});

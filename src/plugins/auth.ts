@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookH
 import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
-import { forbidden, serviceUnavailable, unauthorized } from '../lib/errors.ts';
+import { forbidden, fromPostgresError, serviceUnavailable, unauthorized } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
 import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
@@ -138,7 +138,10 @@ export default fp<AuthPluginOptions>(
         state = await sessionState(claims.sub, claims.session_id);
       } catch (error) {
         log.error({ err: error }, 'session lookup failed');
-        throw serviceUnavailable('Authentication service unavailable');
+        // The session is checked in PostgreSQL: an operator told "authentication" would look at
+        // the auth server, which is up. A busy or unreachable database says which it is.
+        const fromDb = fromPostgresError(error);
+        throw fromDb && fromDb.statusCode === 503 ? fromDb : serviceUnavailable('Service temporarily unavailable');
       }
       if (!state.active) throw unauthorized();
       return { kind: 'user', userId: claims.sub, email: claims.email, sessionId: claims.session_id, roles: state.roles, claims };

@@ -64,7 +64,10 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
   // Our budgets' 429 and the auth server's alike: clients that back off read the header.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter);
-  return reply.status(statusCode).send({
+  // The envelope is written as it is, never through the route's response schema for that
+  // status: /api/admin/health declares its own 503 (the health report), and the auth guard's
+  // 503 pushed through it failed to serialize and went out as a bare 500.
+  return reply.status(statusCode).serializer(JSON.stringify).send({
     success: false,
     error: message,
     statusCode,
