@@ -53,6 +53,20 @@ describe('API keys in logs', () => {
     expect(lines.join('')).not.toContain(site.apiKey);
   });
 
+  it('a credential a client puts in the query string (access_token, apikey, …) is redacted too, though no route reads one there', async () => {
+    const secrets = ['LEAKTOKEN' + crypto.randomUUID(), 'LEAKAPIKEY' + crypto.randomUUID(), 'LEAKPW' + crypto.randomUUID()];
+    const urls = [
+      `/health?access_token=${secrets[0]}&page=2`,
+      `/api/admin/health?APIKEY=${secrets[1]}`,
+      `/api/feedback/get-feedback?limit=5&password=${secrets[2]}#x`,
+      `/health?%61ccess_token=${secrets[0]}`,
+    ];
+    for (const [index, url] of urls.entries()) await app.inject({ method: 'GET', url, remoteAddress: `192.0.2.${230 + index}` });
+    const all = lines.join('');
+    for (const secret of secrets) expect(all).not.toContain(secret);
+    expect(all).toContain('/health?access_token=[redacted]&page=2');
+  });
+
   it('accepts the key in X-API-Key on GET /api/websites/api-key', async () => {
     const site = await createWebsite(app, 'Header site');
     const response = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': site.apiKey }, remoteAddress: '192.0.2.202' });
