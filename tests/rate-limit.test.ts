@@ -1,8 +1,13 @@
+import { connect, createServer, type Socket } from 'node:net';
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inRateLimitGroup } from '../src/plugins/rate-limit.ts';
-import { buildTestApp } from './support/app.ts';
+import { buildApp } from '../src/app.ts';
+import { freePort } from '../scripts/stack/free-port.ts';
+import { buildTestApp, testConfig } from './support/app.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
 
 // SPEC section 8 limits, with the counters in memory and in Redis. Real
 // routes join their groups in their own modules; these tests give the
@@ -153,4 +158,44 @@ describe('a Redis outage', () => {
       await app.close();
     }
   });
+});
+
+describe('the log of a Redis outage', () => {
+  it('says when Redis fails and, once, when it answers again', async () => {
+    const lines: string[] = [];
+    const capture = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    // Redis behind a port where nothing listens at first; then a proxy to the real one opens there.
+    const port = await freePort();
+    const app = await buildApp(
+      { config: testConfig({ REDIS_URL: `redis://127.0.0.1:${port}` }), rateLimit: { redisNamespace: `test-redis-log-${Date.now()}:` } },
+      { logger: { level: 'info', stream: capture } },
+    );
+    const sockets = new Set<Socket>();
+    const proxy = createServer((client) => {
+      const redis = connect(6379, '127.0.0.1');
+      for (const socket of [client, redis]) {
+        sockets.add(socket);
+        socket.on('error', () => {});
+        socket.on('close', () => sockets.delete(socket));
+      }
+      client.pipe(redis).pipe(client);
+    });
+    try {
+      await app.inject({ method: 'GET', url: '/api/nothing', remoteAddress: '203.0.113.60' });
+      await waitFor(() => lines.some((line) => line.includes('rate-limit store (Redis) unavailable')), 10_000);
+      expect(lines.join('')).not.toContain('answers again');
+      await new Promise<void>((resolve) => proxy.listen(port, '127.0.0.1', resolve));
+      await waitFor(() => lines.some((line) => line.includes('rate-limit store (Redis) answers again')), 15_000);
+      expect(lines.filter((line) => line.includes('answers again'))).toHaveLength(1);
+    } finally {
+      await app.close();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  }, 40_000);
 });

@@ -81,12 +81,20 @@ export default fp<RateLimitOptions & { config: Config }>(
       });
       // While Redis is down every reconnect attempt errors; say so now and then, not each time.
       let lastWarned = 0;
+      let failed = false;
       const warn = (error: Error) => {
+        failed = true;
         if (Date.now() - lastWarned < 30_000) return;
         lastWarned = Date.now();
         app.log.warn({ err: error }, 'rate-limit store (Redis) unavailable: counting in this process meanwhile');
       };
       redis.on('error', warn);
+      // The outage's end, said once: an operator watching the log otherwise saw it begin and never end.
+      redis.on('ready', () => {
+        if (!failed) return;
+        failed = false;
+        app.log.info('rate-limit store (Redis) answers again: counting there');
+      });
       // A Redis that never answers must not hold up closing either.
       app.addHook('onClose', async () => {
         const quit = redis.quit().catch(() => {});
