@@ -164,13 +164,13 @@ describe('owner-level scripts given the API login role', () => {
   });
 
   it('npm run grant-role: one line, grant-role needs the owner, not a stack trace', async () => {
-    const { code, stderr } = await runScript('grant-role', ['someone@example.test', 'admin'], { DATABASE_URL: asLoginRole(database.url) });
+    const { code, stderr } = await runScript('role', ['grant', 'someone@example.test', 'admin'], { DATABASE_URL: asLoginRole(database.url) });
     expect(code).toBe(1);
     expect(stderr).toEqual([`npm run grant-role: permission denied for table profiles; grant-role needs ${NEEDS_OWNER}`]);
   });
 
   it("npm run grant-role with neither variable set uses npm run dev's database, and says so", async () => {
-    const { code, stderr } = await runScript('grant-role', ['nobody-at-all@example.test', 'viewer'], {});
+    const { code, stderr } = await runScript('role', ['grant', 'nobody-at-all@example.test', 'viewer'], {});
     expect(code).toBe(1);
     expect(stderr[0]).toBe(
       "DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, postgres://postgres@127.0.0.1:5432/portfolio_dev",
