@@ -28,11 +28,91 @@ export const port = (fallback: number) => wholeNumber(0, 65535, 'must be a port 
 export const choice = <const T extends readonly [string, ...string[]]>(values: T) =>
   z.enum(values, { error: `must be ${values.slice(0, -1).join(', ')} or ${values.at(-1)}` });
 
-/** An absolute URL, `example` showing the kind meant. */
-export const url = (example: string) => z.url({ error: `must be a URL such as ${example}` });
+/** An http(s) URL, `example` showing the kind meant: what fetch, supabase-js and browsers take. */
+export const url = (example: string) => z.url({ protocol: z.regexes.httpProtocol, error: `must be a URL such as ${example}` });
 
-/** Unset, empty, or a URL. */
+/** Unset, empty, or an http(s) URL. */
 export const optionalUrl = (example: string) => optionalString.pipe(url(example).optional());
+
+// The URLs a client library parses itself (postgres.js, ioredis, nodemailer)
+// are checked here as that client reads them: a value it cannot read would
+// make it throw while the app is built, with a stack trace that prints the URL,
+// password and all. A refusal says what the value must be, never what it is.
+
+/** What is wrong with a client's URL: its form (scheme, host, port, path), or a percent escape in its credentials. */
+type UrlProblem = 'form' | 'escape';
+
+/** Whether the URL's user name and password decode, as postgres.js and ioredis decode them (decodeURIComponent throws otherwise). */
+function credentialsDecode(parsed: URL): boolean {
+  try {
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The target_session_attrs postgres.js knows; it throws on any other. */
+const POSTGRES_SESSION_ATTRS = new Set(['read-write', 'read-only', 'primary', 'standby', 'prefer-standby']);
+
+/**
+ * Why postgres.js (plugins/db.ts) cannot read `value`; undefined when it can.
+ * Its parseUrl takes several comma-separated hosts (host1:5432,host2:5433),
+ * each with its own port, and parses the URL with the first of them.
+ */
+function postgresUrlProblem(value: string): UrlProblem | undefined {
+  if (!/^postgres(ql)?:\/\//i.test(value)) return 'form';
+  const authority = value.slice(value.indexOf('://') + 3).split(/[?/]/)[0];
+  let hosts: string;
+  try {
+    hosts = decodeURIComponent(authority.slice(authority.indexOf('@') + 1));
+  } catch {
+    return 'form';
+  }
+  const hostPorts = hosts.split(',').map((host) => host.split(':')[1]);
+  if (hostPorts.some((hostPort) => hostPort && !(/^\d{1,5}$/.test(hostPort) && Number(hostPort) <= 65535))) return 'form';
+  const parsed = URL.parse(value.replace(hosts, hosts.split(',')[0]));
+  const sessionAttrs = parsed?.searchParams.get('target_session_attrs');
+  if (!parsed || (sessionAttrs && !POSTGRES_SESSION_ATTRS.has(sessionAttrs))) return 'form';
+  return credentialsDecode(parsed) ? undefined : 'escape';
+}
+
+/** Why ioredis (plugins/rate-limit.ts) cannot read `value` as a redis:// URL; undefined when it can. The path, if any, is the database number. */
+function redisUrlProblem(value: string): UrlProblem | undefined {
+  if (!/^rediss?:\/\//i.test(value)) return 'form';
+  const parsed = URL.parse(value);
+  if (!parsed || !/^\/?\d*$/.test(parsed.pathname)) return 'form';
+  return credentialsDecode(parsed) ? undefined : 'escape';
+}
+
+/** Why `value` is no SMTP URL for nodemailer (the feedback outbox's transport): another scheme, no host, a bad escape; undefined when it is one. */
+function smtpUrlProblem(value: string): UrlProblem | undefined {
+  if (!/^smtps?:\/\//i.test(value)) return 'form';
+  const parsed = URL.parse(value);
+  if (!parsed?.hostname) return 'form';
+  return credentialsDecode(parsed) ? undefined : 'escape';
+}
+
+/** A URL `problem` finds nothing wrong with; `must` is the refusal, with the escape rule when an escape is what failed. */
+function clientUrl(must: string, problem: (value: string) => UrlProblem | undefined) {
+  return z.string().superRefine((value, context) => {
+    const found = problem(value);
+    if (found === undefined) return;
+    context.addIssue({ code: 'custom', message: found === 'escape' ? `${must}; a % in the user name or password must be written %25` : must });
+  });
+}
+
+/** A PostgreSQL connection URL, as postgres.js reads it. */
+export const postgresUrl = clientUrl('must be a URL such as postgres://user:password@host:5432/database', postgresUrlProblem);
+
+/** Unset, empty, or a Redis URL (rediss:// for TLS), as ioredis reads it. */
+export const optionalRedisUrl = optionalString.pipe(
+  clientUrl('must be a URL such as redis://:password@host:6379, or rediss:// for TLS', redisUrlProblem).optional(),
+);
+
+/** Unset, empty, or an SMTP URL (smtps:// for TLS) with a host. */
+export const optionalSmtpUrl = (example: string) => optionalString.pipe(clientUrl(`must be a URL such as ${example}`, smtpUrlProblem).optional());
 
 /** Unset, empty, or a secret of at least `min` characters. */
 export const optionalSecret = (min: number) => optionalString.pipe(z.string().min(min, `must be at least ${min} characters`).optional());

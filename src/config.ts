@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { choice, emailList, intBetween, optionalSecret, optionalString, optionalUrl, port, positiveInt, trustProxySetting, url } from './config-fields.ts';
+import { choice, emailList, intBetween, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalString, optionalUrl, port, positiveInt, postgresUrl, trustProxySetting, url } from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Only server.ts
@@ -27,10 +27,10 @@ export const SettingsSchema = z.object({
 
   // A login role that can only switch to anon, authenticated and service_role
   // (plugins/db.ts refuses the owner or a superuser in production).
-  DATABASE_URL: z.string().min(1),
+  DATABASE_URL: postgresUrl,
   // The owner's connection, for scripts/migrate.ts and scripts/role.ts
   // only (they read it themselves); the API never connects with it.
-  DATABASE_OWNER_URL: optionalString,
+  DATABASE_OWNER_URL: optionalString.pipe(postgresUrl.optional()),
   DATABASE_POOL_MAX: positiveInt(10),
   // Past either deadline the caller gets 503 instead of waiting behind a slow
   // query or a held lock (plugins/db.ts).
@@ -60,7 +60,7 @@ export const SettingsSchema = z.object({
     .default('keycloak')
     .transform((value) => value.split(',').map((name) => name.trim()).filter(Boolean)),
 
-  REDIS_URL: optionalString,
+  REDIS_URL: optionalRedisUrl,
   RATE_LIMIT_REDIS_PREFIX: z.string().min(1).default('portfolio-rate-limit:'),
   // Longest wait for Redis on one command; past it the request is counted in the process.
   REDIS_COMMAND_TIMEOUT_MS: positiveInt(250),
@@ -92,7 +92,7 @@ export const SettingsSchema = z.object({
   CAPTCHA_VERIFY_URL: optionalUrl('https://challenges.cloudflare.com/turnstile/v0/siteverify'),
   RESEND_API_KEY: optionalString,
   RESEND_BASE_URL: optionalUrl('https://api.resend.com'),
-  SMTP_URL: optionalUrl('smtp://127.0.0.1:54325'),
+  SMTP_URL: optionalSmtpUrl('smtp://127.0.0.1:54325'),
   EMAIL_FROM: optionalString.transform((value) => value ?? 'Portfolio <no-reply@localhost>'),
   ADMIN_URL: optionalUrl('https://example.com/admin'),
   FEEDBACK_NOTIFY_EMAILS: optionalString

@@ -1,6 +1,7 @@
 import { buildApp } from './app.ts';
-import { ConfigError, parseConfig } from './config.ts';
+import { type Config, ConfigError, parseConfig } from './config.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
+import { createCountryLookup } from './modules/analytics/geo.ts';
 
 // The process: configuration, listening, and a graceful close on SIGINT or
 // SIGTERM (stop accepting, finish requests in flight, flush, close pools).
@@ -26,8 +27,31 @@ function listenFailure(error: unknown, port: number, host: string): string | und
       return `port ${port} on ${host} needs privileges this process lacks: set PORT above 1023`;
     case 'EADDRNOTAVAIL':
       return `HOST ${host} is not an address of this machine: set HOST`;
+    // A name in HOST is looked up when the server listens.
+    case 'ENOTFOUND':
+      return `HOST ${host} is not a name this machine can resolve: set HOST to an address or a resolvable name`;
+    case 'EAI_AGAIN':
+      return `HOST ${host} could not be resolved (no answer from DNS): set HOST to an address, or start again`;
   }
   return undefined;
+}
+
+/**
+ * The one line ANALYTICS_COUNTRY_DB ends the start with when it names no
+ * country database this process can read; undefined when it can (or is unset).
+ * The file is read while the app is built, deep in the analytics routes, whose
+ * error names the file at best and a bad one not at all: opened here first
+ * (geo.ts keeps the reader for the app), the failure names the setting.
+ */
+function countryDatabaseFailure(config: Config): string | undefined {
+  if (config.ANALYTICS_COUNTRY_DB === undefined) return undefined;
+  try {
+    createCountryLookup(config.ANALYTICS_COUNTRY_DB);
+    return undefined;
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? `not a MaxMind-format database: ${(error as Error).message}`;
+    return `ANALYTICS_COUNTRY_DB names no country database this process can read (${reason}): set it to a MaxMind-format .mmdb file, or leave it empty for the bundled DB-IP Lite`;
+  }
 }
 
 async function main() {
@@ -36,6 +60,12 @@ async function main() {
     config = parseConfig(process.env);
   } catch (error) {
     exitOnConfigError(error);
+  }
+
+  const countryDatabaseProblem = countryDatabaseFailure(config);
+  if (countryDatabaseProblem) {
+    console.error(countryDatabaseProblem);
+    process.exit(1);
   }
 
   // A problem the start would have refused, found later (app.ts, onFatal), ends the process the same way.

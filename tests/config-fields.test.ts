@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { choice, intBetween, optionalSecret, optionalUrl, port, positiveInt, url } from '../src/config-fields.ts';
+import { choice, intBetween, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalUrl, port, positiveInt, postgresUrl, url } from '../src/config-fields.ts';
 import { parseConfig } from '../src/config.ts';
 
 // A bad setting is refused with what it must be, in our words, as
@@ -44,7 +44,7 @@ describe('configuration messages', () => {
     expect(says(choice(['development', 'test', 'production']), 'prod')).toEqual(['must be development, test or production']);
     expect(says(choice(['on', 'off']), 'yes')).toEqual(['must be on or off']);
     expect(says(url('http://localhost:5173'), 'localhost')).toEqual(['must be a URL such as http://localhost:5173']);
-    expect(says(optionalUrl('smtp://127.0.0.1:54325'), 'sink')).toEqual(['must be a URL such as smtp://127.0.0.1:54325']);
+    expect(says(optionalUrl('https://api.resend.com'), 'sink')).toEqual(['must be a URL such as https://api.resend.com']);
     expect(says(optionalSecret(32), 'short')).toEqual(['must be at least 32 characters']);
     expect(says(optionalSecret(32), '')).toEqual([]);
   });
@@ -62,5 +62,35 @@ describe('configuration messages', () => {
     expect(refusal({ METRICS_TOKEN: 'short', WEBSITE_DELETE_BATCH: '5', FEEDBACK_NOTIFY_EMAILS: 'a@example.com,nope' })).toBe(
       'Invalid configuration: METRICS_TOKEN is invalid (must be at least 16 characters); FEEDBACK_NOTIFY_EMAILS is invalid (must be e-mail addresses, comma-separated); WEBSITE_DELETE_BATCH is invalid (must be a whole number from 100 to 100000)',
     );
+  });
+
+  it('a URL a client parses itself is checked as that client reads it, and the refusal never repeats it', () => {
+    const POSTGRES = 'must be a URL such as postgres://user:password@host:5432/database';
+    const ESCAPE = 'a % in the user name or password must be written %25';
+    // The operator's values: a bad port (postgres.js and ioredis threw `Invalid URL` with the URL, password and all), no URL, a bad escape.
+    expect(refusal({ DATABASE_URL: 'postgres://portfolio_api:SuperSecretPW@127.0.0.1:54x/portfolio_dev' })).toBe(`Invalid configuration: DATABASE_URL is invalid (${POSTGRES})`);
+    expect(refusal({ DATABASE_URL: 'notaurl' })).toBe(`Invalid configuration: DATABASE_URL is invalid (${POSTGRES})`);
+    expect(refusal({ DATABASE_URL: 'postgres://portfolio_api:Super%zzSecretPW@127.0.0.1/portfolio_dev' })).toBe(
+      `Invalid configuration: DATABASE_URL is invalid (${POSTGRES}; ${ESCAPE})`,
+    );
+    expect(refusal({ DATABASE_OWNER_URL: 'mysql://root:SuperSecretPW@127.0.0.1/portfolio_dev', REDIS_URL: 'redis://:SecretRedisPW@127.0.0.1:6x79' })).toBe(
+      `Invalid configuration: DATABASE_OWNER_URL is invalid (${POSTGRES}); REDIS_URL is invalid (must be a URL such as redis://:password@host:6379, or rediss:// for TLS)`,
+    );
+    expect(refusal({ SMTP_URL: 'smtp://mailer:%zz@127.0.0.1:25', SUPABASE_URL: 'ftp://ref.supabase.co' })).toBe(
+      `Invalid configuration: SUPABASE_URL is invalid (must be a URL such as https://<ref>.supabase.co); SMTP_URL is invalid (must be a URL such as smtp://127.0.0.1:54325; ${ESCAPE})`,
+    );
+
+    // What the clients take: postgres.js several hosts and a target_session_attrs it knows, ioredis a database number.
+    for (const value of ['postgres://u:p%25w@127.0.0.1:5432/db', 'postgresql://localhost/db?sslmode=require', 'postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write']) {
+      expect(says(postgresUrl, value), value).toEqual([]);
+    }
+    for (const value of ['postgres://u:p@h1:5432,h2:54x/db', 'postgres://u:p@127.0.0.1:99999/db', 'postgres://u@127.0.0.1/db?target_session_attrs=any', 'http://127.0.0.1:5432/db']) {
+      expect(says(postgresUrl, value), value).toEqual([POSTGRES]);
+    }
+    expect(says(optionalRedisUrl, 'rediss://:p@redis.example.com:6380/2')).toEqual([]);
+    expect(says(optionalRedisUrl, 'redis://127.0.0.1:6379/rate-limits')).toHaveLength(1);
+    expect(says(optionalRedisUrl, '127.0.0.1:6379')).toHaveLength(1);
+    expect(says(optionalSmtpUrl('smtp://127.0.0.1:54325'), 'smtps://mailer:secret@smtp.example.com:465')).toEqual([]);
+    expect(says(optionalSmtpUrl('smtp://127.0.0.1:54325'), 'http://127.0.0.1:25')).toHaveLength(1);
   });
 });

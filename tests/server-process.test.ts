@@ -11,8 +11,8 @@ import { exitWithin, startServer } from './support/spawned-server.ts';
 
 // The process around the app: configuration errors stop the start with one
 // line naming the variable, and so does a production login that is too strong
-// even when the database answers only after the start; SIGTERM lets requests
-// in flight finish.
+// or refused even when the database answers only after the start; SIGTERM lets
+// requests in flight finish.
 
 describe('configuration', () => {
   it('names every missing or invalid variable on one line', () => {
@@ -205,6 +205,19 @@ describe('a login too strong, found when the database first answers', () => {
     await untilHealth(server, 503);
     state.down = false;
     await expectStoppedForSuperuser(server);
+  });
+
+  it('the database is down at the start, then refuses the login: production serves 503, then stops with the one line naming DATABASE_URL', async () => {
+    const state = { down: true, delayMs: 0 };
+    const proxy = await startPostgresProxy(state);
+    cleanups.push(proxy.close);
+    const server = await startProduction(asLoginRole(proxy.url, 'no_such_login_role'));
+    await untilHealth(server, 503);
+    state.down = false;
+    expect(await exitWithin(server, 15_000), server.output()).toBe(1);
+    expect(server.output().trim().split('\n')).toEqual([
+      'Invalid configuration: DATABASE_URL is refused by the database: role "no_such_login_role" does not exist (SQLSTATE 28000)',
+    ]);
   });
 
   it('the database is down at the start and the login is right: the API starts, answers 503, and recovers', async () => {

@@ -1,15 +1,37 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ConfigError } from '../config.ts';
 import type { Database } from './db.ts';
 
 // The data path must not log in as the schema's owner or a superuser: then
 // nothing it ran, however crafted, could change the schema or switch RLS off.
 // A database that is down or slow at the start must not let such a login
 // through: it is judged on the first connection that answers, however late.
+// A login the database refuses outright can never work, however long it is
+// asked again: it ends the start like a bad setting.
 
 /** How long the start waits for the first answer; a database slower than this is judged when it answers. */
 const START_WAIT_MS = 2_000;
 /** The pause between attempts while the database cannot be reached (the pool adds its own reconnect delay). */
 const RETRY_MS = 500;
+
+/**
+ * SQLSTATEs of a login PostgreSQL refuses for good: a role that does not exist
+ * or may not connect (28000), a wrong password (28P01), a database that does
+ * not exist (3D000), a login not granted service_role, whose every connection
+ * starts as it (42501).
+ */
+const REFUSED_LOGIN = new Set(['28000', '28P01', '3D000', '42501']);
+
+/**
+ * The line for a login the database refused for good, with the server's
+ * reason (which never holds the password); undefined for any other failure (a
+ * database down, starting up or slow), which is asked again.
+ */
+function refusedLogin(error: unknown): string | undefined {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (typeof code !== 'string' || !REFUSED_LOGIN.has(code)) return undefined;
+  return `DATABASE_URL is refused by the database: ${String(message)} (SQLSTATE ${code})`;
+}
 
 /**
  * Why DATABASE_URL's login is too strong for the data path (a superuser, or
@@ -28,13 +50,15 @@ async function ownerOrSuperuserLogin(db: Database): Promise<string | undefined> 
   );
 }
 
-/** `attempt`'s answer, else asked again every RETRY_MS until the database answers; undefined once `signal` aborts. */
+/** `attempt`'s answer (a refusal of the login is one), else asked again every RETRY_MS until the database answers; undefined once `signal` aborts. */
 async function firstAnswer(db: Database, attempt: Promise<string | undefined>, signal: AbortSignal): Promise<string | undefined> {
   let next = attempt;
   for (;;) {
     try {
       return await next;
-    } catch {
+    } catch (error) {
+      const refused = refusedLogin(error);
+      if (refused !== undefined) return refused;
       await sleep(RETRY_MS, undefined, { signal }).catch(() => {});
       // Asked no more once the app closes: its pool is ending.
       if (signal.aborted) return undefined;
@@ -45,10 +69,12 @@ async function firstAnswer(db: Database, attempt: Promise<string | undefined>, s
 
 /**
  * Judges DATABASE_URL's login. The start waits for the first attempt, at
- * most START_WAIT_MS, and gets its problem (or undefined). A database down or
- * still silent by then does not hold the start (/health reports it): the
- * login is judged on its first answer, and a problem found then goes to
- * `late`, unless `signal` (the app's close) came first.
+ * most START_WAIT_MS, and gets its problem (or undefined); a login the
+ * database refused throws a ConfigError in every environment, for nothing
+ * could run. A database down or still silent by then does not hold the
+ * start (/health reports it): the login is judged on its first answer, and
+ * a problem found then (a refusal too) goes to `late`, unless `signal` (the
+ * app's close) came first.
  */
 export async function checkLogin(
   db: Database,
@@ -57,9 +83,16 @@ export async function checkLogin(
   const attempt = ownerOrSuperuserLogin(db);
   attempt.catch(() => {});
   const atStart = await Promise.race([
-    attempt.then((problem) => ({ problem }), () => undefined),
+    attempt.then(
+      (problem) => ({ problem }),
+      (error: unknown) => {
+        const refused = refusedLogin(error);
+        return refused === undefined ? undefined : { refused };
+      },
+    ),
     sleep(START_WAIT_MS, undefined, { ref: false }),
   ]);
+  if (atStart && 'refused' in atStart) throw new ConfigError(`Invalid configuration: ${atStart.refused}`);
   if (atStart) return atStart.problem;
   void firstAnswer(db, attempt, signal).then((problem) => {
     if (problem && !signal.aborted) late(problem);

@@ -1,0 +1,146 @@
+import net from 'node:net';
+import { afterEach, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
+import { asLoginRole } from '../src/lib/database-url.ts';
+import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/secrets.ts';
+import { exitWithin, type SpawnedServer, startServer } from './support/spawned-server.ts';
+
+// What an operator gets wrong at `npm start` ends the start with one line
+// naming the variable, exit code 1, never a stack trace: a URL its client
+// cannot read (and the password in it is never printed), a file or host that
+// is not there, a login the database refuses for good.
+
+/** Production with every secret, so that only the setting under test is wrong. */
+const PRODUCTION = {
+  NODE_ENV: 'production',
+  SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
+  ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
+  ANALYTICS_SALT_SECRET: 'analytics-salt-secret-0123456789abcdef-0123',
+  CAPTCHA_PROVIDER: 'off',
+};
+
+const started: SpawnedServer[] = [];
+afterEach(async () => {
+  for (const server of started.splice(0)) {
+    if (server.child.exitCode === null) server.child.kill('SIGKILL');
+    await server.exited;
+  }
+});
+
+/** The server in production with `env` over a right login to this run's database, on a free port. */
+async function start(env: Record<string, string>): Promise<SpawnedServer> {
+  const server = startServer({ ...PRODUCTION, DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(await freePort()), ...env });
+  started.push(server);
+  return server;
+}
+
+/** The start ends with exit code 1 and `line` alone (log entries aside, which are JSON). */
+async function expectStopped(server: SpawnedServer, line: RegExp | string) {
+  expect(await exitWithin(server, 15_000), server.output()).toBe(1);
+  const lines = server.output().trim().split('\n').filter((entry) => !entry.startsWith('{'));
+  expect(lines).toEqual([typeof line === 'string' ? line : expect.stringMatching(line)]);
+}
+
+describe('a URL its client cannot read', () => {
+  const POSTGRES = 'must be a URL such as postgres://user:password@host:5432/database';
+
+  it('DATABASE_URL with a bad port: one line naming it, the password not printed', async () => {
+    const server = await start({ DATABASE_URL: 'postgres://portfolio_api:SuperSecretPW@127.0.0.1:54x/portfolio_dev' });
+    await expectStopped(server, `Invalid configuration: DATABASE_URL is invalid (${POSTGRES})`);
+    expect(server.output()).not.toContain('SuperSecretPW');
+  });
+
+  it('DATABASE_URL that is no URL, or has a bad escape: one line naming it', async () => {
+    await expectStopped(await start({ DATABASE_URL: 'notaurl' }), `Invalid configuration: DATABASE_URL is invalid (${POSTGRES})`);
+    const escaped = await start({ DATABASE_URL: 'postgres://portfolio_api:Super%zzSecretPW@127.0.0.1:5432/portfolio_dev' });
+    await expectStopped(escaped, `Invalid configuration: DATABASE_URL is invalid (${POSTGRES}; a % in the user name or password must be written %25)`);
+    expect(escaped.output()).not.toContain('SecretPW');
+  });
+
+  it('REDIS_URL with a bad port: one line naming it, the password not printed', async () => {
+    const server = await start({ REDIS_URL: 'redis://:SecretRedisPW@127.0.0.1:6x79' });
+    await expectStopped(server, /^Invalid configuration: REDIS_URL is invalid \(must be a URL such as redis:/);
+    expect(server.output()).not.toContain('SecretRedisPW');
+  });
+});
+
+describe('a file or a host that is not there', () => {
+  it('ANALYTICS_COUNTRY_DB names no file: one line naming it', async () => {
+    const server = await start({ ANALYTICS_COUNTRY_DB: '/nonexistent/country.mmdb', LOG_LEVEL: 'silent' });
+    await expectStopped(server, /^ANALYTICS_COUNTRY_DB names no country database this process can read \(ENOENT\): /);
+  });
+
+  it('ANALYTICS_COUNTRY_DB names a file that is no country database: one line naming it', async () => {
+    const server = await start({ ANALYTICS_COUNTRY_DB: import.meta.filename, LOG_LEVEL: 'silent' });
+    await expectStopped(server, /^ANALYTICS_COUNTRY_DB names no country database this process can read \(not a MaxMind-format database: /);
+  });
+
+  it('HOST that no resolver knows: one line naming it', async () => {
+    const server = await start({ HOST: 'nosuchhost.invalid', LOG_LEVEL: 'silent' });
+    // ENOTFOUND, or EAI_AGAIN where no name server answers at all.
+    await expectStopped(server, /^HOST nosuchhost\.invalid (is not a name this machine can resolve|could not be resolved)/);
+  });
+});
+
+/**
+ * A stand-in for PostgreSQL that refuses every login with `code` and
+ * `message`, the ErrorResponse a server sends for the startup message: the
+ * local server trusts every login, so it never says a password is wrong.
+ */
+async function startLoginRefuser(code: string, message: string) {
+  const fields = [
+    ['S', 'FATAL'],
+    ['V', 'FATAL'],
+    ['C', code],
+    ['M', message],
+  ];
+  const body = Buffer.concat([...fields.map(([type, value]) => Buffer.from(`${type}${value}\0`)), Buffer.from('\0')]);
+  const length = Buffer.alloc(4);
+  length.writeInt32BE(body.length + 4);
+  const refusal = Buffer.concat([Buffer.from('E'), length, body]);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    socket.once('data', () => socket.end(refusal));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe('a login the database refuses for good', () => {
+  const REFUSED = 'Invalid configuration: DATABASE_URL is refused by the database: ';
+
+  it('a role that does not exist (28000): one line naming DATABASE_URL and the reason, exit code 1', async () => {
+    const server = await start({ DATABASE_URL: asLoginRole(inject('stack').databaseUrl, 'no_such_login_role'), LOG_LEVEL: 'silent' });
+    await expectStopped(server, `${REFUSED}role "no_such_login_role" does not exist (SQLSTATE 28000)`);
+  });
+
+  it('a database that does not exist (3D000), in development too', async () => {
+    const url = new URL(asLoginRole(inject('stack').databaseUrl));
+    url.pathname = '/no_such_database';
+    const server = await start({ NODE_ENV: 'development', DATABASE_URL: url.toString(), LOG_LEVEL: 'silent' });
+    await expectStopped(server, `${REFUSED}database "no_such_database" does not exist (SQLSTATE 3D000)`);
+  });
+
+  it.each([
+    ['a wrong password', '28P01', 'password authentication failed for user "portfolio_api"'],
+    ['a role not granted service_role', '42501', 'permission denied to set role "service_role"'],
+  ])('%s (%s): the reason, never the password', async (_, code, reason) => {
+    const refuser = await startLoginRefuser(code, reason);
+    try {
+      const server = await start({ DATABASE_URL: `postgres://portfolio_api:SuperSecretPW@127.0.0.1:${refuser.port}/portfolio_dev`, LOG_LEVEL: 'silent' });
+      await expectStopped(server, `${REFUSED}${reason} (SQLSTATE ${code})`);
+      expect(server.output()).not.toContain('SuperSecretPW');
+    } finally {
+      await refuser.close();
+    }
+  });
+});
