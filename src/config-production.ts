@@ -1,4 +1,4 @@
-import type { Settings } from './config.ts';
+import { DEFAULT_EMAIL_FROM, type Settings } from './config.ts';
 
 // What production refuses to start without. A missing secret must never
 // switch a protection off silently: the operator either gives a strong
@@ -8,6 +8,13 @@ import type { Settings } from './config.ts';
 const MIN_SECRET_BYTES = 32;
 
 const weak = (secret: string) => Buffer.byteLength(secret, 'utf8') < MIN_SECRET_BYTES;
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+// Also run on a setting as written when another is bad (config.ts): a URL that does not parse is named there.
+const sendsToRemoteSmtp = (smtpUrl: string | undefined) => {
+  const hostname = smtpUrl === undefined ? undefined : URL.parse(smtpUrl)?.hostname;
+  return hostname !== undefined && !LOOPBACK_HOSTS.has(hostname);
+};
 
 export interface ProductionProblem {
   setting: string;
@@ -37,6 +44,18 @@ export function productionProblems(config: Settings): ProductionProblem[] {
       phrase: config.SUPABASE_JWT_SECRET
         ? `SUPABASE_JWT_SECRET is invalid (at least ${MIN_SECRET_BYTES} bytes in production)`
         : 'SUPABASE_JWT_SECRET is missing (required in production unless SUPABASE_URL publishes the signing keys)',
+    });
+  }
+  // The development default sender: Resend refuses it (no one can verify localhost) and a remote
+  // relay's recipients would drop it, so every notification would fail, quietly, in the outbox. An
+  // SMTP server on this machine (the local stack's sink, a relay that rewrites senders) may take it.
+  if ((config.RESEND_API_KEY || sendsToRemoteSmtp(config.SMTP_URL)) && /@localhost>?$/i.test(config.EMAIL_FROM.trim())) {
+    problems.push({
+      setting: 'EMAIL_FROM',
+      phrase:
+        config.EMAIL_FROM === DEFAULT_EMAIL_FROM
+          ? 'EMAIL_FROM is missing (required in production when e-mail is sent: an address on a domain the provider accepts, not no-reply@localhost)'
+          : 'EMAIL_FROM is invalid (in production, an address on a domain the provider accepts, not localhost)',
     });
   }
   return problems;

@@ -7,10 +7,13 @@ import { productionProblems } from './config-production.ts';
 // reads the environment, and parses it here; scripts parse the few settings
 // they use through parseSettings, tests build a Config with parseConfig.
 
-/** Every setting as written; ConfigSchema adds what production requires. */
+/** The sender of notification e-mails in development; production refuses it when e-mail is sent (config-production.ts). */
+export const DEFAULT_EMAIL_FROM = 'Portfolio <no-reply@localhost>';
+
 /** A front end's dev server (Vite's default port). */
 export const DEFAULT_CORS_ORIGIN = 'http://localhost:5173';
 
+/** Every setting as written; ConfigSchema adds what production requires. */
 export const SettingsSchema = z.object({
   // Unset means production: HSTS, Secure cookies and the secret checks of
   // config-production.ts. `npm run dev` and the tests say otherwise explicitly.
@@ -93,7 +96,7 @@ export const SettingsSchema = z.object({
   RESEND_API_KEY: optionalString,
   RESEND_BASE_URL: optionalUrl('https://api.resend.com'),
   SMTP_URL: optionalSmtpUrl('smtp://127.0.0.1:54325'),
-  EMAIL_FROM: optionalString.transform((value) => value ?? 'Portfolio <no-reply@localhost>'),
+  EMAIL_FROM: optionalString.transform((value) => value ?? DEFAULT_EMAIL_FROM),
   ADMIN_URL: optionalUrl('https://example.com/admin'),
   FEEDBACK_NOTIFY_EMAILS: optionalString
     .refine((value) => value === undefined || emailList(value).every((email) => z.email().safeParse(email).success), {

@@ -52,6 +52,25 @@ describe('production configuration', () => {
     );
   });
 
+  it('production that sends e-mail refuses the development sender no-reply@localhost, which no provider delivers', () => {
+    const base = { DATABASE_URL: 'postgres://x@127.0.0.1/x', ...SECRETS };
+    for (const transport of [{ RESEND_API_KEY: 're_test_key' }, { SMTP_URL: 'smtp://mail.example.com:587' }]) {
+      expect(() => parseConfig({ ...base, ...transport }), JSON.stringify(transport)).toThrowError(
+        /^Invalid configuration: EMAIL_FROM is missing \(required in production when e-mail is sent: an address on a domain the provider accepts, not no-reply@localhost\)$/,
+      );
+      expect(() => parseConfig({ ...base, ...transport, EMAIL_FROM: 'Ops <ops@localhost>' })).toThrowError(/EMAIL_FROM is invalid/);
+      expect(parseConfig({ ...base, ...transport, EMAIL_FROM: 'Portfolio <feedback@example.com>' }).EMAIL_FROM).toBe('Portfolio <feedback@example.com>');
+    }
+    // Without a transport nothing is sent (notifications wait in the outbox): no sender needed; nor
+    // for an SMTP server on this machine (the local stack's sink, a relay that rewrites senders).
+    expect(parseConfig(base).EMAIL_FROM).toBe('Portfolio <no-reply@localhost>');
+    expect(parseConfig({ ...base, SMTP_URL: 'smtp://127.0.0.1:54325' }).EMAIL_FROM).toBe('Portfolio <no-reply@localhost>');
+    // An SMTP URL that does not parse is named as such, not a crash of this check.
+    expect(() => parseConfig({ ...base, SMTP_URL: 'smtp://mail.example.com:99999' })).toThrowError(/^Invalid configuration: SMTP_URL is invalid/);
+    // Development keeps its default.
+    expect(parseConfig({ ...base, NODE_ENV: 'development', RESEND_API_KEY: 're_test_key' }).EMAIL_FROM).toBe('Portfolio <no-reply@localhost>');
+  });
+
   it('features without a secret are turned off by name: CAPTCHA_PROVIDER=off, LEGACY_ADMIN_TOKEN=off', () => {
     const { CAPTCHA_SECRET: _captcha, ADMIN_JWT_SECRET: _admin, ...rest } = SECRETS;
     expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...rest })).toThrow(/CAPTCHA_SECRET is missing.*ADMIN_JWT_SECRET is missing/);

@@ -1,6 +1,6 @@
 import postgres from 'postgres';
 import { describe, expect, inject, it } from 'vitest';
-import { DatabaseServerError, startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { DatabaseServerError, localPostgresUrl, startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 
 // The local stack that cannot start says why in one line, which npm run dev
 // prints as it is.
@@ -24,5 +24,23 @@ describe('the local stack on a PostgreSQL login that is no superuser', () => {
       await server.unsafe(`drop role ${role}`);
       await server.end();
     }
+  });
+});
+
+describe('LOCAL_POSTGRES_URL that no client can read', () => {
+  it('is one DatabaseServerError naming the variable, never echoing the value (it may hold a password)', () => {
+    for (const value of ['postgres://postgres:SuperSecretPW@127.0.0.1:54x/postgres', 'notaurl', 'postgres://u:Secret%zz@127.0.0.1/postgres']) {
+      let thrown: unknown;
+      try {
+        localPostgresUrl({ LOCAL_POSTGRES_URL: value });
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown, value).toBeInstanceOf(DatabaseServerError);
+      expect((thrown as Error).message, value).toMatch(/^LOCAL_POSTGRES_URL must be a URL such as postgres:\/\/user:password@host:5432\/database/);
+      expect((thrown as Error).message).not.toContain('Secret');
+    }
+    expect(localPostgresUrl({ LOCAL_POSTGRES_URL: ' postgres://postgres@127.0.0.1:6543/postgres ' })).toBe('postgres://postgres@127.0.0.1:6543/postgres');
+    expect(localPostgresUrl({})).toBe('postgres://postgres@127.0.0.1:5432/postgres');
   });
 });

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { postgresUrl } from '../../src/config-fields.ts';
 import { type AuthServer, type AuthServerOptions, startAuthServer } from './auth-server.ts';
 import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase } from './database.ts';
 import { type MailSink, startMailSink } from './mail-sink.ts';
@@ -12,13 +13,21 @@ import { type AuthSettings, readAuthSettings } from './supabase-config.ts';
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 export const LOCAL_POSTGRES_VARIABLE = 'LOCAL_POSTGRES_URL';
 
-/** The PostgreSQL server the stack makes its database on: LOCAL_POSTGRES_URL, else the machine's own on 5432. */
-export function localPostgresUrl(env: NodeJS.ProcessEnv = process.env): string {
-  return env[LOCAL_POSTGRES_VARIABLE]?.trim() || DEFAULT_POSTGRES_URL;
-}
-
 /** The stack's PostgreSQL server did not answer, or refused to make its database. */
 export class DatabaseServerError extends Error {}
+
+/**
+ * The PostgreSQL server the stack makes its database on: LOCAL_POSTGRES_URL,
+ * else the machine's own on 5432. One the driver cannot read is refused here,
+ * in one line without the value: the driver's own error printed it, password
+ * and all.
+ */
+export function localPostgresUrl(env: NodeJS.ProcessEnv = process.env): string {
+  const url = env[LOCAL_POSTGRES_VARIABLE]?.trim() || DEFAULT_POSTGRES_URL;
+  const checked = postgresUrl.safeParse(url);
+  if (!checked.success) throw new DatabaseServerError(`${LOCAL_POSTGRES_VARIABLE} ${checked.error.issues[0].message}`);
+  return url;
+}
 
 export interface StackOptions {
   /** Server-level URL (any database) of a superuser; the stack makes its own database on it. Defaults to localPostgresUrl(). */

@@ -1,6 +1,9 @@
+import { Writable } from 'node:stream';
 import { AuthApiError } from '@supabase/supabase-js';
+import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { authRefusal } from './supabase.ts';
+import { parseConfig } from '../config.ts';
+import supabasePlugin, { authRefusal } from './supabase.ts';
 
 // How the auth server's refusals reach the client: by error code, never by
 // its message text. Our own checks mirror its rules, so the real server
@@ -29,5 +32,29 @@ describe('authRefusal', () => {
     const refusal = authRefusal(new AuthApiError('Email address "a@b.test" cannot be used as it is not authorized', 400, 'email_address_not_authorized'));
     expect(refusal).toMatchObject({ statusCode: 400, message: 'Email address "a@b.test" cannot be used as it is not authorized' });
     expect(refusal.details).toBeUndefined();
+  });
+});
+
+describe('the start of an API whose auth settings are incomplete', () => {
+  /** The warnings the plugin logs when registered with these settings. */
+  async function warningsWith(settings: Record<string, string>): Promise<string[]> {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)).msg);
+        done();
+      },
+    });
+    const app = Fastify({ logger: { level: 'warn', stream } });
+    await app.register(supabasePlugin, { config: parseConfig({ NODE_ENV: 'test', DATABASE_URL: 'postgres://x@127.0.0.1/x', ...settings }) });
+    await app.close();
+    return lines;
+  }
+
+  it('says so when accounts are off, and when only the admin key is missing, naming what it stops', async () => {
+    expect(await warningsWith({})).toEqual([expect.stringMatching(/^Supabase Auth is not configured \(SUPABASE_URL, SUPABASE_ANON_KEY\)/)]);
+    const withoutServiceKey = await warningsWith({ SUPABASE_URL: 'http://127.0.0.1:54321', SUPABASE_ANON_KEY: 'anon' });
+    expect(withoutServiceKey).toEqual([expect.stringMatching(/^SUPABASE_SERVICE_ROLE_KEY is not set: an admin creating a user or changing a user's e-mail .*503/)]);
+    expect(await warningsWith({ SUPABASE_URL: 'http://127.0.0.1:54321', SUPABASE_ANON_KEY: 'anon', SUPABASE_SERVICE_ROLE_KEY: 'service' })).toEqual([]);
   });
 });

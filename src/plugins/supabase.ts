@@ -150,6 +150,10 @@ export default fp<{ config: Config }>(
     const auth = createSupabaseAuth(config);
     // Allowed (an API without accounts still serves feedback and analytics), but never silent.
     if (!auth.configured) app.log.warn('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY): sign up, sign in and the other /api/auth routes answer 503');
+    // Sign-in works without it, so its absence would first show as an admin's unexplained 503.
+    else if (!config.SUPABASE_SERVICE_ROLE_KEY) {
+      app.log.warn("SUPABASE_SERVICE_ROLE_KEY is not set: an admin creating a user or changing a user's e-mail (POST, PUT /api/users) is answered 503");
+    }
     app.decorate('supabase', auth);
   },
   { name: 'supabase' },
