@@ -112,6 +112,19 @@ describe('app foundation', () => {
     }
   });
 
+  it('a compressed body is 415 naming the encoding, not 400 for bytes that are not UTF-8; identity is no encoding', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const body = Buffer.from(JSON.stringify({ email: 'a@example.test', password: 'secret1' }));
+    for (const [url, contentType] of [['/api/auth/signin', 'application/json'], ['/api/analytics', 'text/plain']] as const) {
+      for (const encoding of ['gzip', 'br', 'deflate, gzip']) {
+        const response = await app.inject({ method: 'POST', url, headers: { 'content-type': contentType, 'content-encoding': encoding }, payload: gzipSync(body) });
+        expect([response.statusCode, response.json()], `${url} ${encoding}`).toEqual([415, { success: false, error: 'Unsupported content encoding; send the body uncompressed', statusCode: 415 }]);
+      }
+    }
+    const identity = await app.inject({ method: 'POST', url: '/api/auth/signin', headers: { 'content-type': 'application/json', 'content-encoding': 'identity' }, payload: '{}' });
+    expect(identity.json()).toMatchObject({ error: 'Email and password are required' });
+  });
+
   it('an unpaired surrogate escaped in a JSON string is refused with the field named; a pair (an emoji) is text', async () => {
     const signIn = (payload: string) => app.inject({ method: 'POST', url: '/api/auth/signin', headers: { 'content-type': 'application/json' }, payload });
     for (const [payload, field] of [

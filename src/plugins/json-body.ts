@@ -1,5 +1,5 @@
 import { isAscii, isUtf8 } from 'node:buffer';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError, validationFailed } from '../lib/errors.ts';
 
@@ -103,8 +103,20 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
   };
 }
 
+/** Whether a request's body is sent in a content coding (gzip, br, …): nothing here decodes one. */
+function hasEncodedBody(headers: FastifyRequest['headers']): boolean {
+  const encoding = headers['content-encoding'];
+  if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') return false;
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+}
+
 export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
+    // A gzipped body went on to the parsers as it was, and came back 400 "not valid UTF-8":
+    // the client is told what to change instead (RFC 7694: 415 for a coding not supported).
+    app.addHook('onRequest', async function refuseEncodedBody(request) {
+      if (hasEncodedBody(request.headers)) throw new AppError(415, 'Unsupported content encoding; send the body uncompressed');
+    });
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
     // Fastify reads text/plain as a string, which a JSON route then refuses as
     // "expected object": text in it is 415 instead, as for any other type
