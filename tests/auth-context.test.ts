@@ -105,3 +105,38 @@ describe('auth context with the database unreachable', () => {
     }
   });
 });
+
+describe('a project JWT secret that is not the auth server’s', () => {
+  it('refuses its tokens (401) and says in the log, at most once a minute, that SUPABASE_JWT_SECRET is probably wrong', async () => {
+    const { Writable } = await import('node:stream');
+    const { buildApp } = await import('../src/app.ts');
+    const { testConfig } = await import('./support/app.ts');
+    const lines: { level: number; msg: string }[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const supabaseUrl = 'http://127.0.0.1:54321';
+    const app = await buildApp(
+      { config: testConfig({ SUPABASE_URL: supabaseUrl, SUPABASE_ANON_KEY: 'anon' }), rateLimit: { redisNamespace: `test-wrong-secret-${Date.now()}:` } },
+      { logger: { level: 'warn', customLevels: { http: 25 }, stream } },
+    );
+    const warnings = () => lines.filter((line) => line.msg.includes('SUPABASE_JWT_SECRET'));
+    try {
+      // Signed by the auth server with its own secret: not the one this API was given.
+      const fromTheAuthServer = () => supabaseToken({ iss: `${supabaseUrl}/auth/v1` }, 'the-auth-servers-own-secret-0123456789abcdef');
+      for (let i = 0; i < 3; i += 1) {
+        const response = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${await fromTheAuthServer()}` } });
+        expect(response.statusCode).toBe(401);
+      }
+      expect(warnings()).toEqual([expect.objectContaining({ level: 40, msg: expect.stringMatching(/^a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's/) })]);
+      // A forged token of another issuer, or none, is no such sign.
+      await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${await supabaseToken({ iss: 'https://elsewhere.example/auth/v1' }, 'x'.repeat(40))}` } });
+      expect(warnings()).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -24,6 +24,21 @@ const ASYMMETRIC = ['ES256', 'RS256', 'EdDSA'] as const;
 
 export class InvalidTokenError extends Error {}
 
+/**
+ * An HS256 token whose signature did not verify with the project's secret.
+ * `issuer` is its unverified `iss`: when that is our own auth server, the
+ * likelier cause is a SUPABASE_JWT_SECRET that is not the project's
+ * (plugins/auth.ts says so in the log), not a forgery.
+ */
+export class SignatureMismatchError extends InvalidTokenError {
+  readonly issuer: unknown;
+
+  constructor(message: string, issuer: unknown) {
+    super(message);
+    this.issuer = issuer;
+  }
+}
+
 /** The auth server's JWKS could not be fetched: nothing is known about the token (503, not 401). */
 export class KeySourceUnavailableError extends Error {}
 
@@ -139,6 +154,9 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       return { kind: 'supabase', claims: await verifySupabase(token, alg) };
     } catch (error) {
       if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
+      if (alg === 'HS256' && (error as { code?: unknown }).code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
+        throw new SignatureMismatchError((error as Error).message, unverified.iss);
+      }
       throw new InvalidTokenError((error as Error).message);
     }
   }

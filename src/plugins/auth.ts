@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { forbidden, fromPostgresError, serviceUnavailable, unauthorized } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
-import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, type SupabaseClaims } from '../lib/tokens.ts';
+import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
@@ -103,6 +103,16 @@ export default fp<AuthPluginOptions>(
     // distinct valid sessions cannot grow it without end (the oldest go first).
     const seenAlive = new LRUCache<string, true>({ max: sessionCacheMax, ttl: sessionCacheMs });
 
+    // Every token the project's auth server issues failing its signature check: the API was given
+    // another project's secret (or an old one). Each user only sees 401; the operator is told why.
+    const ownIssuer = config.SUPABASE_URL ? `${config.SUPABASE_URL.replace(/\/+$/, '')}/auth/v1` : undefined;
+    let warnedOfWrongSecretAt = 0;
+    const warnOfWrongSecret = (log: FastifyBaseLogger) => {
+      if (Date.now() - warnedOfWrongSecretAt < 60_000) return;
+      warnedOfWrongSecretAt = Date.now();
+      log.warn("a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's (its tokens are all refused, 401)");
+    };
+
     app.decorateRequest('caller', null);
     app.decorate('forgetSession', (sessionId: string) => seenAlive.delete(sessionId));
 
@@ -122,6 +132,7 @@ export default fp<AuthPluginOptions>(
       } catch (error) {
         if (error instanceof InvalidTokenError) {
           log.debug({ reason: error.message }, 'token refused');
+          if (error instanceof SignatureMismatchError && error.issuer === ownIssuer) warnOfWrongSecret(log);
           throw unauthorized();
         }
         if (error instanceof KeySourceUnavailableError) {
