@@ -1,4 +1,4 @@
-import { buildApp } from './app.ts';
+import { buildApp, VERSION } from './app.ts';
 import { type Config, ConfigError, parseConfig } from './config.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
 import { createCountryLookup } from './modules/analytics/geo.ts';
@@ -96,6 +96,8 @@ async function main() {
     force.unref();
     try {
       await app.close();
+      // The last line of a clean stop: a log that ends at "shutting down" ended in a crash.
+      app.log.info({ signal }, 'shut down');
       process.exit(0);
     } catch (error) {
       app.log.error({ err: error }, 'error while shutting down');
@@ -107,6 +109,8 @@ async function main() {
 
   try {
     await app.listen({ port: config.PORT, host: config.HOST });
+    // Which build and which rules (production's or not) this process runs, for whoever reads its log.
+    app.log.info({ version: VERSION, nodeEnv: config.NODE_ENV, node: process.version }, 'portfolio-backend started');
   } catch (error) {
     const line = listenFailure(error, config.PORT, config.HOST);
     if (!line) throw error;

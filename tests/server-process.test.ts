@@ -105,7 +105,12 @@ describe('graceful shutdown', () => {
     expect(status).toBe(400);
     expect(JSON.parse(body).error).toBe('Email and password are required');
     expect(await server.exited).toBe(0);
-    expect(server.output()).toContain('shutting down');
+    // The log says what started (version, rules) and that the stop was clean, last.
+    const lines = server.output().trim().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+    expect(lines.find((line) => line.msg === 'portfolio-backend started')).toMatchObject({ version: '0.1.0', nodeEnv: 'development', node: process.version });
+    const messages = lines.map((line) => line.msg);
+    expect(messages.at(-1)).toBe('shut down');
+    expect(messages.indexOf('shutting down')).toBeGreaterThan(messages.indexOf('portfolio-backend started'));
     await expect(fetch(`${base}/health`)).rejects.toThrow();
   });
 });
