@@ -67,7 +67,8 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   // The envelope is written as it is, never through the route's response schema for that
   // status: /api/admin/health declares its own 503 (the health report), and the auth guard's
   // 503 pushed through it failed to serialize and went out as a bare 500.
-  return reply.status(statusCode).serializer(JSON.stringify).send({
+  // A serializer of our own sets no type (and a download route may have set its own).
+  return reply.status(statusCode).type('application/json; charset=utf-8').serializer(JSON.stringify).send({
     success: false,
     error: message,
     statusCode,

@@ -53,8 +53,8 @@ describe('renderFeedbackNotification', () => {
 
 describe('adminUrl', () => {
   it('defaults to the front end with /admin, and takes ADMIN_URL when set', () => {
-    expect(adminUrl(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'x' }))).toBe('http://localhost:5173/admin');
-    expect(adminUrl(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'x', FRONTEND_URL: 'https://www.example.test/' }))).toBe('https://www.example.test/admin');
-    expect(adminUrl(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'x', ADMIN_URL: 'https://admin.example.test/' }))).toBe('https://admin.example.test');
+    expect(adminUrl(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://x@127.0.0.1/x' }))).toBe('http://localhost:5173/admin');
+    expect(adminUrl(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://x@127.0.0.1/x', FRONTEND_URL: 'https://www.example.test/' }))).toBe('https://www.example.test/admin');
+    expect(adminUrl(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://x@127.0.0.1/x', ADMIN_URL: 'https://admin.example.test/' }))).toBe('https://admin.example.test');
   });
 });
