@@ -225,6 +225,7 @@ describe('/admin/status in Chromium', () => {
     expect(await page.textContent('#uptime')).toMatch(/\d+ s/);
     expect(await page.textContent('#db-status')).toBe('up');
     expect(await page.textContent('#auth-status')).toBe('not configured');
+    expect(await page.textContent('#ratelimit-status')).toBe('not configured');
     await expect.poll(() => page.locator('#status-codes td.code').allTextContents()).toEqual(expect.arrayContaining(['200', '404']));
     expect(await page.locator('#slow-routes td.route').allTextContents()).toContain('GET /health');
 

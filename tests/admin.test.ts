@@ -46,11 +46,30 @@ describe('GET /api/admin/health', () => {
       database: { status: 'up' },
       auth: { status: 'not_configured', latencyMs: null },
       email: { status: 'not_configured', provider: null },
+      // No REDIS_URL: counted in this process, by choice.
+      rateLimitStore: { status: 'not_configured', latencyMs: null },
     });
     expect(data.database.latencyMs).toBeGreaterThan(0);
     expect(Number.isInteger(data.email.pendingOutbox)).toBe(true);
     expect(data.uptime).toBeGreaterThanOrEqual(0);
     expect(new Date(data.timestamp).toISOString()).toBe(data.timestamp);
+  });
+
+  it("reports the rate-limit store: Redis up, or down (still 200: each instance counts alone meanwhile, and the operator sees it)", async () => {
+    for (const [redisUrl, status] of [['redis://127.0.0.1:6379', 'up'], ['redis://127.0.0.1:1', 'down']] as const) {
+      const withRedis = await buildTestApp({ REDIS_URL: redisUrl });
+      try {
+        const response = await withRedis.inject({ method: 'GET', url: '/api/admin/health', headers: admin });
+        expect(response.statusCode, redisUrl).toBe(200);
+        const { data } = response.json();
+        expect(data.status).toBe('ok');
+        expect(data.rateLimitStore.status, redisUrl).toBe(status);
+        if (status === 'up') expect(data.rateLimitStore.latencyMs).toBeGreaterThan(0);
+        else expect(data.rateLimitStore.latencyMs).toBeNull();
+      } finally {
+        await withRedis.close();
+      }
+    }
   });
 
   it('answers 503 when a configured auth server does not answer', async () => {

@@ -34,6 +34,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Each group's limiter, and the general one (for routes that count only refused requests). */
     rateLimitGroups: Record<RateLimitGroup | 'general', Limiter>;
+    /** The shared counters' store, for the health report: Redis's round trip in ms; undefined without REDIS_URL. */
+    pingRateLimitStore(): Promise<number> | undefined;
   }
   interface FastifyContextConfig {
     /** The budget this route draws on instead of the general one. */
@@ -72,6 +74,7 @@ function budget(name: RateLimitGroup | 'general', max: number, timeWindow: numbe
 export default fp<RateLimitOptions & { config: Config }>(
   async function rateLimitPlugin(app: FastifyInstance, { config, redisNamespace = config.RATE_LIMIT_REDIS_PREFIX }) {
     let newStore: () => RateStore = localRateStore;
+    let ping: () => Promise<number> | undefined = () => undefined;
     if (config.REDIS_URL) {
       const redis = new Redis(config.REDIS_URL, {
         connectTimeout: 2_000,
@@ -112,7 +115,14 @@ export default fp<RateLimitOptions & { config: Config }>(
         state: { localUntil: 0, onFailure: warn },
       };
       newStore = () => redisRateStore(fallback);
+      // Down, the API still counts (per instance); the health report says so rather than 503.
+      ping = async () => {
+        const started = performance.now();
+        await redis.ping();
+        return performance.now() - started;
+      };
     }
+    app.decorate('pingRateLimitStore', () => ping());
 
     const groups: Record<RateLimitGroup, Limiter> = {
       auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore()),

@@ -21,6 +21,9 @@ export const HealthReportSchema = z.object({
     provider: z.enum(['resend', 'smtp']).nullable(),
     pendingOutbox: z.number().int().nullable(),
   }),
+  rateLimitStore: z
+    .object({ status: z.enum(['up', 'down', 'not_configured']), latencyMs: z.number().nullable() })
+    .describe('Redis, which instances share rate-limit counts through; down, each instance counts alone (not an outage: no 503)'),
 });
 export type HealthReport = z.infer<typeof HealthReportSchema>;
 
@@ -49,17 +52,29 @@ export interface HealthServiceDeps {
   startedAt: Date;
   /** The notification outbox (feedback/outbox), asked for its backlog and mail provider. */
   outbox: Pick<FastifyInstance['feedbackOutbox'], 'backlog' | 'provider'>;
+  /** The rate-limit store's round trip (plugins/rate-limit.ts); undefined when counts stay in the process. */
+  pingRateLimitStore: FastifyInstance['pingRateLimitStore'];
 }
 
-export function createHealthService({ db, config, version, startedAt, outbox }: HealthServiceDeps) {
+async function checkRateLimitStore(ping: HealthServiceDeps['pingRateLimitStore']): Promise<HealthReport['rateLimitStore']> {
+  const pinged = ping();
+  if (!pinged) return { status: 'not_configured', latencyMs: null };
+  return pinged.then(
+    (ms) => ({ status: 'up' as const, latencyMs: round(ms) }),
+    () => ({ status: 'down' as const, latencyMs: null }),
+  );
+}
+
+export function createHealthService({ db, config, version, startedAt, outbox, pingRateLimitStore }: HealthServiceDeps) {
   async function checkHealth(): Promise<HealthReport> {
-    const [database, auth, backlog] = await Promise.all([
+    const [database, auth, backlog, rateLimitStore] = await Promise.all([
       db.ping(PROBE_TIMEOUT_MS).then(
         (ms) => ({ status: 'up' as const, latencyMs: round(ms) }),
         () => ({ status: 'down' as const, latencyMs: null }),
       ),
       checkAuthServer(config),
       outbox.backlog().catch(() => undefined),
+      checkRateLimitStore(pingRateLimitStore),
     ]);
     const { provider } = outbox;
     const emailStatus = backlog === undefined ? 'unknown' : !provider ? 'not_configured' : backlog.failing > 0 ? 'failing' : 'up';
@@ -71,6 +86,7 @@ export function createHealthService({ db, config, version, startedAt, outbox }: 
       database,
       auth,
       email: { status: emailStatus, provider, pendingOutbox: backlog?.owed ?? null },
+      rateLimitStore,
     };
   }
 

@@ -10,7 +10,7 @@ import { noStore } from '../../plugins/security.ts';
 const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = async (app, { config, version }) => {
   app.addHook('onRequest', noStore);
   app.addHook('onRequest', app.requireRole('admin'));
-  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox });
+  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox, pingRateLimitStore: app.pingRateLimitStore });
   const security = [{ bearer: [] }];
   const tags = ['admin'];
 

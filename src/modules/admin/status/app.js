@@ -93,6 +93,8 @@ function render({ metrics, health, live }) {
   setStatus('email-status', health.email.status);
   setText('email-provider', health.email.provider ?? '');
   setText('outbox', health.email.pendingOutbox === null ? 'n/a' : int.format(health.email.pendingOutbox));
+  setStatus('ratelimit-status', health.rateLimitStore.status);
+  setText('ratelimit-latency', health.rateLimitStore.latencyMs === null ? '' : `${ms(health.rateLimitStore.latencyMs)} ms`);
 
   const codes = Object.entries(requests.byStatusCode).sort(([a], [b]) => a.localeCompare(b));
   fillRows($('status-codes'), codes.map(([code, count]) => [[code, `code c${code[0]}xx`], [int.format(count), 'num']]));

@@ -63,7 +63,7 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   const files = Object.fromEntries(
     await Promise.all(['index.html', 'signin.html', ...ASSETS.keys()].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
   ) as Record<string, string>;
-  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox }).cachedHealthCheck();
+  const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox, pingRateLimitStore: app.pingRateLimitStore }).cachedHealthCheck();
   const requireAdmin = app.requireRole('admin');
   const sessions = createStatusSessionService({ supabase: app.supabase, db: app.db, forgetSession: app.forgetSession });
   const streams = createStreamRegistry(MAX_STREAMS_PER_ADMIN);
