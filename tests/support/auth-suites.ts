@@ -6,6 +6,7 @@ export const AUTH_SUITES = [
   'tests/auth-flows.test.ts',
   'tests/auth-outage.test.ts',
   'tests/auth-roles.test.ts',
+  'the Supabase dashboard actions of tests/dashboard-admin.test.ts',
   'the dashboard sign-in of tests/admin-status.test.ts',
   'the real sessions of tests/feedback-item.test.ts',
   'the real sessions of tests/users.test.ts',
