@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type { Browser, BrowserContext } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { legacyAdmin } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
@@ -14,6 +16,9 @@ import { testSql } from './support/db.ts';
 // navigates (a landing page with campaign tags, SPA route changes, back),
 // clicks, and the events are in the database with the right fields, in the
 // summary's countries and campaigns, and in the dashboard's live count.
+// Then what real sites do to it: many pages, a visitor leaving early, the tag
+// twice or with crossorigin, a hanging API, a strict CSP, bfcache, prerender,
+// an idle tab. Most pages carry the tag docs/analytics.md gives site owners.
 //
 // The API trusts one proxy hop here (TRUST_PROXY=1), as behind a proxy; the browser sends
 // a British address in it, so the country lookup has a public IP to read.
@@ -24,10 +29,21 @@ const DESKTOP_CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTM
 
 const sql = testSql();
 
+/** Pages a test serves from the second origin: path → HTML and extra response headers. */
+const extraPages = new Map<string, { html: string; headers?: Record<string, string> }>();
+
+// The embed tag and the Content-Security-Policy that docs/analytics.md give a site owner, read from
+// the doc itself: the pages below carry exactly what a site owner is told to write.
+const analyticsDoc = await readFile(new URL('../docs/analytics.md', import.meta.url), 'utf8');
+const DOCUMENTED_TAG = /```html\n(<script[^\n]*<\/script>)\n```/.exec(analyticsDoc)?.[1] ?? 'no embed tag in docs/analytics.md';
+const DOCUMENTED_CSP = /^\s*Content-Security-Policy: (.+)$/m.exec(analyticsDoc)?.[1] ?? "connect-src 'none'";
+const documentedTag = (api: string, websiteId: string) =>
+  DOCUMENTED_TAG.replace('https://api.example.com', api).replace('WEBSITE-UUID', websiteId);
+
 function sitePage(api: string, websiteId: string) {
   return `<!doctype html>
 <html><head><title>Another site</title>
-<script defer src="${api}/script.js" data-website-id="${websiteId}"></script>
+${documentedTag(api, websiteId)}
 </head><body>
 <a id="to-pricing" href="/pricing">Pricing</a>
 <button id="signup" data-event="signup" data-event-plan="pro">Sign up</button>
@@ -43,7 +59,7 @@ function sitePage(api: string, websiteId: string) {
 function hydratingPage(api: string, websiteId: string, image: string) {
   return `<!doctype html>
 <html><head><title>Hydrating</title>
-<script defer src="${api}/script.js" data-website-id="${websiteId}"></script>
+${documentedTag(api, websiteId)}
 </head><body>
 <img src="${image}" alt="">
 <script>
@@ -86,7 +102,12 @@ describe('the tracker in Chromium, from another origin', () => {
       const websiteId = url.searchParams.get('site') ?? site.id;
       // An image that holds the load event back, for the hydrating page below.
       // An image that never comes: the page's load event never fires.
-      if (url.pathname === '/never.gif') return;
+      if (url.pathname === '/never.gif' || url.pathname.startsWith('/hung/')) return;
+      const extra = extraPages.get(url.pathname);
+      if (extra) {
+        response.writeHead(200, { 'content-type': 'text/html; charset=utf-8', ...extra.headers }).end(extra.html);
+        return;
+      }
       if (url.pathname === '/slow.gif') {
         setTimeout(() => response.writeHead(200, { 'content-type': 'image/gif' }).end(Buffer.from('R0lGODlhAQABAAAAACw=', 'base64')), 400);
         return;
@@ -250,6 +271,317 @@ describe('the tracker in Chromium, from another origin', () => {
     await page.click('#play');
     await page.waitForTimeout(1_000);
     expect(await eventsOf(quiet.id)).toEqual([]);
+    await context.close();
+  });
+
+  /** A page of the second origin carrying `head` (the tag, say) and `body`; returns its URL. */
+  function servePage(path: string, head: string, body = '', headers?: Record<string, string>) {
+    extraPages.set(path, { html: `<!doctype html>\n<html><head><title>${path}</title>\n${head}\n</head><body>\n${body}\n</body></html>`, headers });
+    return `${siteOrigin}${path}`;
+  }
+
+  /** Console warnings and uncaught errors of a page (DEBUG_TRACKER=1 prints its whole console). */
+  function watch(page: Page) {
+    const seen = { warnings: [] as string[], errors: [] as string[] };
+    page.on('console', (message) => void (message.type() === 'warning' && seen.warnings.push(message.text())));
+    page.on('pageerror', (error) => void seen.errors.push(error.message));
+    if (process.env.DEBUG_TRACKER) page.on('console', (message) => console.log('console', message.type(), message.text()));
+    return seen;
+  }
+
+  const settle = (ms = 1_000) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  it('a page reached from a page of the same site carries no referrer: the site is not its own source', async () => {
+    const multi = await createWebsite(app, 'Multi-page');
+    const first = servePage('/mp/one', documentedTag(api, multi.id), '<a id="next" href="/mp/two">Two</a>');
+    servePage('/mp/two', documentedTag(api, multi.id), 'Two');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(first, { referer: 'http://news.example.org/post' });
+    await expect.poll(async () => (await eventsOf(multi.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.click('#next');
+    await expect.poll(async () => (await eventsOf(multi.id)).length, { timeout: 10_000 }).toBe(2);
+    expect((await eventsOf(multi.id)).map((event) => [event.page, event.referrer])).toEqual([
+      ['/mp/one', 'http://news.example.org/post'],
+      ['/mp/two', null],
+    ]);
+    const summary = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${multi.id}`, headers: { 'x-api-key': multi.apiKey } });
+    expect(summary.json().data.referrers).toEqual([{ source: 'news.example.org', count: 1 }]);
+    await context.close();
+  });
+
+  it('a visitor who leaves before the load event is still counted, without a load time', async () => {
+    const leaving = await createWebsite(app, 'Left early');
+    const url = servePage('/leaving', documentedTag(api, leaving.id), '<img src="/never.gif" alt="">');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    watch(page);
+    await page.goto(url, { waitUntil: 'domcontentloaded' });
+    await page.waitForFunction('typeof window.portfolioAnalytics?.track === "function"');
+    await page.goto('about:blank');
+    await expect.poll(async () => (await eventsOf(leaving.id)).length, { timeout: 5_000 }).toBe(1);
+    const [event] = await eventsOf(leaving.id);
+    expect(event).toMatchObject({ event_type: 'page_view', page: '/leaving' });
+    expect(event.metadata.loadTime).toBeUndefined();
+    await context.close();
+  });
+
+  it('the tag twice on a page (a layout and a page both carry it) counts everything once', async () => {
+    const twice = await createWebsite(app, 'Twice');
+    const url = servePage(
+      '/twice',
+      `${documentedTag(api, twice.id)}\n<script async src="${api}/script.js" data-website-id="${twice.id}"></script>`,
+      '<button id="signup" data-event="signup">Sign up</button>',
+    );
+    const context = await visitorContext();
+    const page = await context.newPage();
+    const seen = watch(page);
+    await page.goto(url);
+    await expect.poll(async () => (await eventsOf(twice.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.click('#signup');
+    await page.evaluate('history.pushState({}, "", "/twice/next")');
+    await page.evaluate('window.portfolioAnalytics.track("played")');
+    await expect.poll(async () => (await eventsOf(twice.id)).length).toBeGreaterThanOrEqual(4);
+    await settle();
+    expect((await eventsOf(twice.id)).map((event) => [event.event_type, event.page])).toEqual([
+      ['page_view', '/twice'],
+      ['click', '/twice'],
+      ['page_view', '/twice/next'],
+      ['custom', '/twice/next'],
+    ]);
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  });
+
+  it('campaign tags of the landing URL are kept when the router rewrites the URL before the load event', async () => {
+    const cleaned = await createWebsite(app, 'Cleaned URL');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/hydrating?site=${cleaned.id}&utm_source=ads&utm_medium=cpc&utm_campaign=launch&email=a%40b.c`);
+    await expect.poll(async () => (await eventsOf(cleaned.id)).length, { timeout: 10_000 }).toBe(1);
+    expect(await page.evaluate('location.search')).toBe('');
+    expect((await eventsOf(cleaned.id))[0]).toMatchObject({
+      event_type: 'page_view',
+      page: '/hydrating',
+      utm_source: 'ads',
+      utm_medium: 'cpc',
+      utm_campaign: 'launch',
+    });
+    await context.close();
+  });
+
+  it('a page that tidies the campaign tags out of its URL after the load event is not counted twice', async () => {
+    const tidied = await createWebsite(app, 'Tidied URL');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/offer?site=${tidied.id}&utm_source=ads`);
+    await expect.poll(async () => (await eventsOf(tidied.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.evaluate('history.replaceState(history.state, "", location.pathname)');
+    await settle();
+    expect((await eventsOf(tidied.id)).map((event) => [event.event_type, event.page, event.utm_source])).toEqual([['page_view', '/offer', 'ads']]);
+    await context.close();
+  });
+
+  it('track() never throws into the page, whatever props it is given', async () => {
+    const odd = await createWebsite(app, 'Odd props');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    const seen = watch(page);
+    await page.goto(`${siteOrigin}/?site=${odd.id}`);
+    await page.waitForFunction('typeof window.portfolioAnalytics?.track === "function"');
+    const thrown = await page.evaluate(`(() => {
+      const cyclic = {}; cyclic.self = cyclic;
+      const thrown = [];
+      for (const props of [cyclic, { big: BigInt(10) }]) {
+        try { window.portfolioAnalytics.track('odd', props); } catch (error) { thrown.push(String(error)); }
+      }
+      window.portfolioAnalytics.track('after', { ok: true });
+      return thrown;
+    })()`);
+    expect(thrown).toEqual([]);
+    await expect.poll(async () => (await eventsOf(odd.id)).filter((event) => event.metadata.event === 'after').length).toBe(1);
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  });
+
+  it('a data-host-url that is no http(s) URL throws nothing into the page', async () => {
+    const odd = await createWebsite(app, 'Bad host');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    const seen = watch(page);
+    const badHost = servePage(
+      '/bad-host',
+      `<script async src="${api}/script.js" data-website-id="${odd.id}" data-host-url="ftp://analytics.example.org"></script>`,
+      '<button id="signup" data-event="signup">Sign up</button>',
+    );
+    await page.goto(badHost);
+    await page.waitForLoadState('load');
+    await page.click('#signup');
+    await settle();
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  });
+
+  it('a tag with crossorigin="anonymous" (frameworks add it to every script) still loads and tracks', async () => {
+    const cors = await createWebsite(app, 'Crossorigin');
+    const url = servePage('/crossorigin', `<script async crossorigin="anonymous" src="${api}/script.js" data-website-id="${cors.id}"></script>`);
+    // No extra request headers here: Playwright adds them to CORS requests too, which then need a preflight no browser sends.
+    const context = await browser.newContext({ userAgent: DESKTOP_CHROME });
+    const page = await context.newPage();
+    watch(page);
+    await page.goto(url);
+    await expect.poll(async () => (await eventsOf(cors.id)).length, { timeout: 10_000 }).toBe(1);
+    await context.close();
+  });
+
+  it('loaded as type="module" it throws nothing and says in the console how to load it', async () => {
+    const moduleSite = await createWebsite(app, 'Module');
+    const url = servePage('/module', `<script type="module" src="${api}/script.js" data-website-id="${moduleSite.id}"></script>`);
+    const context = await browser.newContext({ userAgent: DESKTOP_CHROME });
+    const page = await context.newPage();
+    const seen = watch(page);
+    await page.goto(url);
+    await expect.poll(() => seen.warnings.join('\n')).toContain('type="module"');
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  });
+
+  it('the documented tag does not hold the page back when the API hangs', async () => {
+    const url = servePage(
+      '/hung-api',
+      `${documentedTag(`${siteOrigin}/hung`, randomUUID())}\n<script>document.addEventListener('DOMContentLoaded', function () { window.readyAt = performance.now(); });</script>`,
+      'Content',
+    );
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(url, { waitUntil: 'commit' });
+    // The page's own DOMContentLoaded handlers run at once, though the script never arrives.
+    await page.waitForFunction('window.readyAt !== undefined', undefined, { timeout: 3_000 });
+    await context.close();
+  });
+
+  it('a page restored from the back/forward cache is a page view again', async () => {
+    const restored = await createWebsite(app, 'Restored');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/?site=${restored.id}`);
+    await expect.poll(async () => (await eventsOf(restored.id)).length, { timeout: 10_000 }).toBe(1);
+    // Playwright's Chromium has the cache off (and headless cannot turn it on): the event a browser
+    // fires on a restore, as it fires it.
+    await page.evaluate('dispatchEvent(new PageTransitionEvent("pageshow", { persisted: true }))');
+    await expect.poll(async () => (await eventsOf(restored.id)).length).toBe(2);
+    await page.evaluate('dispatchEvent(new PageTransitionEvent("pageshow", { persisted: false }))');
+    await settle(500);
+    expect((await eventsOf(restored.id)).map((event) => [event.event_type, event.page])).toEqual([
+      ['page_view', '/'],
+      ['page_view', '/'],
+    ]);
+    await context.close();
+  });
+
+  it('a prerendered page is counted when it is shown, not when it is prerendered', async () => {
+    const prerendered = await createWebsite(app, 'Prerendered');
+    const context = await visitorContext();
+    // Headless Chromium does not prerender: the document says it is prerendering until activate() is called.
+    await context.addInitScript(`(() => {
+      let prerendering = true;
+      Object.defineProperty(Document.prototype, 'prerendering', { configurable: true, get: () => prerendering });
+      window.activate = () => { prerendering = false; document.dispatchEvent(new Event('prerenderingchange')); };
+    })()`);
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/?site=${prerendered.id}`, { waitUntil: 'load' });
+    await page.waitForFunction('typeof window.portfolioAnalytics?.track === "function"');
+    await settle(1_500);
+    expect(await eventsOf(prerendered.id)).toEqual([]);
+    await page.evaluate('window.activate()');
+    await expect.poll(async () => (await eventsOf(prerendered.id)).length, { timeout: 5_000 }).toBe(1);
+    expect((await eventsOf(prerendered.id))[0]).toMatchObject({ event_type: 'page_view', page: '/' });
+    await context.close();
+  });
+
+  it('a session ends after 30 minutes without an event: a tab left open is a new session when it is used again', async () => {
+    const idle = await createWebsite(app, 'Idle tab');
+    const context = await visitorContext();
+    await context.clock.install();
+    const page = await context.newPage();
+    await page.goto(`${siteOrigin}/?site=${idle.id}`);
+    await expect.poll(async () => (await eventsOf(idle.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.clock.fastForward('29:00');
+    await page.evaluate('history.pushState({}, "", "/soon")');
+    await expect.poll(async () => (await eventsOf(idle.id)).length).toBe(2);
+    await page.clock.fastForward('31:00');
+    await page.evaluate('history.pushState({}, "", "/later")');
+    await expect.poll(async () => (await eventsOf(idle.id)).length).toBe(3);
+    await page.evaluate('window.portfolioAnalytics.track("again")');
+    await expect.poll(async () => (await eventsOf(idle.id)).length).toBe(4);
+    const sessions = (await eventsOf(idle.id)).map((event) => event.session_id);
+    expect(sessions[1]).toBe(sessions[0]);
+    expect(sessions[2]).not.toBe(sessions[1]);
+    expect(sessions[3]).toBe(sessions[2]);
+    await context.close();
+  });
+
+  it('a website id pasted with spaces around it is still recorded; a missing one is said in the console', async () => {
+    const padded = await createWebsite(app, 'Padded id');
+    const paddedUrl = servePage('/padded', `<script async src="${api}/script.js" data-website-id=" ${padded.id}\n"></script>`);
+    const missingUrl = servePage('/missing-id', `<script async src="${api}/script.js"></script>`);
+    const context = await visitorContext();
+    const page = await context.newPage();
+    const seen = watch(page);
+    await page.goto(paddedUrl);
+    await expect.poll(async () => (await eventsOf(padded.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.goto(missingUrl);
+    await expect.poll(() => seen.warnings.join('\n')).toContain('data-website-id');
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  });
+
+  it('a page whose Content-Security-Policy allows what the docs say is tracked', async () => {
+    const strict = await createWebsite(app, 'Strict CSP');
+    const csp = `default-src 'none'; ${DOCUMENTED_CSP.replaceAll('https://api.example.com', api)}`;
+    const url = servePage('/csp', documentedTag(api, strict.id), '<button id="signup" data-event="signup">Sign up</button>', { 'content-security-policy': csp });
+    const context = await visitorContext();
+    const page = await context.newPage();
+    const seen = watch(page);
+    await page.goto(url);
+    await expect.poll(async () => (await eventsOf(strict.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.click('#signup');
+    await expect.poll(async () => (await eventsOf(strict.id)).length).toBe(2);
+    expect(seen.errors).toEqual([]);
+    await context.close();
+  });
+
+  it('an in-page anchor is no page view; a tracked link or form that leaves the page still reports', async () => {
+    const leaving = await createWebsite(app, 'Links');
+    const url = servePage(
+      '/links',
+      documentedTag(api, leaving.id),
+      `<a id="jump" href="#details">Details</a><p id="details">…</p>
+<a id="out" data-event="outbound" href="/elsewhere">Elsewhere</a>
+<form id="form" data-event="subscribe" action="/elsewhere"><button id="send">Send</button></form>`,
+    );
+    servePage('/elsewhere', '', 'Not tracked');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    await page.goto(url);
+    await expect.poll(async () => (await eventsOf(leaving.id)).length, { timeout: 10_000 }).toBe(1);
+    await page.click('#jump');
+    await page.goBack();
+    await page.click('#out');
+    await page.waitForURL('**/elsewhere');
+    await expect.poll(async () => (await eventsOf(leaving.id)).length).toBe(2);
+    await page.goto(url);
+    await expect.poll(async () => (await eventsOf(leaving.id)).length, { timeout: 10_000 }).toBe(3);
+    await page.click('#send');
+    await page.waitForURL('**/elsewhere?');
+    await expect.poll(async () => (await eventsOf(leaving.id)).length).toBe(4);
+    await settle(500);
+    expect((await eventsOf(leaving.id)).map((event) => [event.event_type, event.page, event.metadata.event ?? null])).toEqual([
+      ['page_view', '/links', null],
+      ['click', '/links', 'outbound'],
+      ['page_view', '/links', null],
+      ['form_submit', '/links', 'subscribe'],
+    ]);
     await context.close();
   });
 });

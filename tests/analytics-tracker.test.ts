@@ -15,8 +15,12 @@ describe('GET /script.js', () => {
     expect(response.headers['content-type']).toBe('text/javascript; charset=utf-8');
     expect(response.headers['cache-control']).toBe('public, max-age=3600');
     expect(response.headers['cross-origin-resource-policy']).toBe('cross-origin');
+    // Any site may load it in CORS mode (a crossorigin attribute, Subresource Integrity).
+    expect(response.headers['access-control-allow-origin']).toBe('*');
     expect(response.body.startsWith('(function () {')).toBe(true);
-    expect(response.body.length).toBeLessThan(5_000);
+    // Served without comments or indentation, about 6 KB.
+    expect(response.body).not.toMatch(/^\s|\n\s|\n\/\//);
+    expect(response.body.length).toBeLessThan(6_144);
     const etag = String(response.headers.etag);
     expect(etag).toMatch(/^"[\w-]+"$/);
     const again = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': etag } });
@@ -30,5 +34,15 @@ describe('GET /script.js', () => {
     expect(weak.statusCode).toBe(304);
     const stale = await app.inject({ method: 'GET', url: '/script.js', headers: { 'if-none-match': '"stale"' } });
     expect(stale.statusCode).toBe(200);
+  });
+
+  it('leaves the front end its own CORS answer, with credentials, and varies on Origin', async () => {
+    const own = await app.inject({ method: 'GET', url: '/script.js', headers: { origin: 'http://localhost:5173' } });
+    expect(own.headers['access-control-allow-origin']).toBe('http://localhost:5173');
+    expect(own.headers['access-control-allow-credentials']).toBe('true');
+    const other = await app.inject({ method: 'GET', url: '/script.js', headers: { origin: 'https://portfolio.example.org' } });
+    expect(other.headers['access-control-allow-origin']).toBe('*');
+    expect(other.headers['access-control-allow-credentials']).toBeUndefined();
+    for (const response of [own, other]) expect(String(response.headers.vary)).toMatch(/origin/i);
   });
 });

@@ -1,75 +1,128 @@
 // The analytics tracker, served at /script.js. One tag records a site:
-//   <script defer src="https://api.example.com/script.js" data-website-id="…"></script>
+//   <script async src="https://api.example.com/script.js" data-website-id="…"></script>
 // Page views (also SPA route changes through the history API), the referrer,
 // page load time, and custom events (data-event attributes, or
 // window.portfolioAnalytics.track(name, props)). Nothing when the browser
 // sends Do Not Track or Global Privacy Control. No cookie: the session id
 // lives in sessionStorage (this tab only), or in memory when that is refused.
+// It never throws into the page. docs/analytics.md says what it sends, and why.
 (function () {
   'use strict';
+  function warn(message) {
+    if (window.console && console.warn) console.warn('portfolio analytics: ' + message);
+  }
   var script = document.currentScript;
-  if (!script) return;
-  var websiteId = script.getAttribute('data-website-id');
+  // A module has no currentScript, so its data-website-id cannot be read.
+  if (!script) return warn('load script.js as a classic script (<script async src=...>), not type="module"');
+  // One tracker a page: a second tag (in a layout and in a page, or run again
+  // by a router) counted every page view and click twice.
+  if (window.portfolioAnalytics && window.portfolioAnalytics.loaded) return;
+  // A pasted id often brings a space or a line break along.
+  var websiteId = (script.getAttribute('data-website-id') || '').trim();
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(websiteId)) {
+    return warn('data-website-id="' + websiteId + '" is not the id of a website (a UUID); nothing is recorded');
+  }
   var dnt = navigator.doNotTrack === '1' || window.doNotTrack === '1' || navigator.msDoNotTrack === '1';
   var gpc = navigator.globalPrivacyControl === true;
-  var api = { track: function () {} };
+  var api = { track: function () {}, loaded: true };
   window.portfolioAnalytics = api;
-  if (!websiteId || dnt || gpc) return;
+  if (dnt || gpc) return;
 
   var endpoint = (script.getAttribute('data-host-url') || new URL(script.src).origin).replace(/\/$/, '') + '/api/analytics';
   var KEY = 'portfolio-analytics-session';
-  var sessionId;
-  try {
-    sessionId = sessionStorage.getItem(KEY);
-    if (!sessionId) sessionStorage.setItem(KEY, (sessionId = newId()));
-  } catch (e) {
-    sessionId = newId();
-  }
+  // A session ends after 30 minutes without an event, as analytics tools count
+  // them: a tab left open for a day was one session of a day.
+  var SESSION_IDLE_MS = 30 * 60 * 1000;
+  var memory = null;
 
   function newId() {
     return crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now().toString(36);
   }
 
-  // The path, and of the query only the campaign tags: other parameters often carry tokens or e-mail addresses.
-  function currentPage() {
+  function sessionId() {
+    var now = Date.now();
+    var session = memory;
+    try {
+      session = JSON.parse(sessionStorage.getItem(KEY)) || session;
+    } catch (e) {}
+    if (!session || !session.id || !(now - session.at < SESSION_IDLE_MS)) session = { id: newId() };
+    session.at = now;
+    memory = session;
+    try {
+      sessionStorage.setItem(KEY, JSON.stringify(session));
+    } catch (e) {}
+    return session.id;
+  }
+
+  // Of the query only the campaign tags: other parameters often carry tokens or e-mail addresses.
+  function campaignTags(search) {
     var tags = [];
-    new URLSearchParams(location.search).forEach(function (value, name) {
+    new URLSearchParams(search).forEach(function (value, name) {
       if (/^utm_(source|medium|campaign|term|content)$/.test(name)) tags.push(encodeURIComponent(name) + '=' + encodeURIComponent(value));
     });
-    return location.pathname + (tags.length ? '?' + tags.join('&') : '');
+    return tags.join('&');
+  }
+
+  function currentPage() {
+    var tags = campaignTags(location.search);
+    return location.pathname + (tags ? '?' + tags : '');
   }
 
   function send(eventType, fields) {
-    var event = { websiteId: websiteId, eventType: eventType, page: currentPage(), userAgent: navigator.userAgent, sessionId: sessionId };
-    for (var name in fields) if (fields[name] !== undefined) event[name] = fields[name];
-    var body = JSON.stringify(event);
-    // text/plain is a CORS "simple request": no preflight; the answer is not read.
-    var blob = new Blob([body], { type: 'text/plain' });
-    if (navigator.sendBeacon && navigator.sendBeacon(endpoint, blob)) return;
-    fetch(endpoint, { method: 'POST', body: body, headers: { 'Content-Type': 'text/plain' }, mode: 'no-cors', keepalive: true }).catch(function () {});
+    try {
+      var event = { websiteId: websiteId, eventType: eventType, page: currentPage(), userAgent: navigator.userAgent, sessionId: sessionId() };
+      for (var name in fields) if (fields[name] !== undefined) event[name] = fields[name];
+      var body = JSON.stringify(event);
+      // text/plain is a CORS "simple request": no preflight; the answer is not read.
+      if (navigator.sendBeacon && navigator.sendBeacon(endpoint, new Blob([body], { type: 'text/plain' }))) return;
+      fetch(endpoint, { method: 'POST', body: body, headers: { 'Content-Type': 'text/plain' }, mode: 'no-cors', keepalive: true }).catch(function () {});
+    } catch (e) {
+      // Props JSON cannot hold (a cycle, a BigInt), or a data-host-url that is
+      // no http(s) URL: the event is dropped and the page goes on.
+    }
   }
 
   function loadTime() {
     var entry = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
-    var ms = entry && entry.loadEventEnd > 0 ? Math.round(entry.loadEventEnd - entry.startTime) : -1;
+    if (!entry || !(entry.loadEventEnd > 0)) return undefined;
+    // A prerendered page may have loaded before it was shown: the visitor waited from then on, if at all.
+    var ms = Math.max(0, Math.round(entry.loadEventEnd - Math.max(entry.startTime, entry.activationStart || 0)));
     // The API refuses a loadTime outside 0 to 1 hour (and the page view with it).
-    return ms >= 0 && ms <= 3600000 ? ms : undefined;
+    return ms <= 3600000 ? ms : undefined;
   }
 
-  var lastPage;
-  var loaded = false;
-  var referrer = document.referrer;
+  // Only other sites are sources: on a site of many pages, each page reached from another carried that one.
+  function externalReferrer() {
+    var bare = function (host) {
+      return host.replace(/^www\./, '');
+    };
+    try {
+      if (bare(new URL(document.referrer).hostname) === bare(location.hostname)) return undefined;
+    } catch (e) {}
+    return document.referrer ? document.referrer.slice(0, 2048) : undefined;
+  }
+
+  // The URL the page was loaded from: with async, the page's own scripts may have rewritten it before this one runs.
+  var navigation = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
+  var landingTags = campaignTags(navigation ? new URL(navigation.name).search : location.search);
+  var referrer = externalReferrer();
+  var lastPath;
+  var counted = false;
   function pageView(first) {
     // Routers rewrite the URL while the page hydrates, before the load event:
     // the first page view is the one sent on load, with its load time.
-    if (!loaded && !first) return;
-    loaded = true;
+    if (!counted && !first) return;
+    counted = true;
+    window.removeEventListener('beforeunload', firstPageView);
+    // The same path twice in a row counts once: a page that tidies the campaign tags out of its URL has not moved.
+    if (location.pathname === lastPath) return;
+    lastPath = location.pathname;
     var page = currentPage();
-    if (page === lastPage) return;
-    lastPage = page;
+    // Such a rewrite may have taken the landing URL's campaign tags with it.
+    if (first && landingTags && page.indexOf('?') < 0) page += '?' + landingTags;
     var metadata = { screen: screen.width + 'x' + screen.height };
     if (first) metadata.loadTime = loadTime();
-    send('page_view', { referrer: referrer ? referrer.slice(0, 2048) : undefined, metadata: metadata });
+    send('page_view', { page: page, referrer: referrer, metadata: metadata });
     // The visit's source is counted once, on its first page; route changes inside the site carry none.
     referrer = undefined;
   }
@@ -113,13 +166,31 @@
     };
   });
   window.addEventListener('popstate', function () { pageView(); });
+  // A page restored from the back/forward cache runs no script again, yet it is shown again.
+  window.addEventListener('pageshow', function (e) {
+    if (e.persisted && counted) {
+      lastPath = undefined;
+      pageView();
+    }
+  });
 
   // The first page view waits for the load event, so its load time is known;
   // a page whose load never ends (a stalled image or script) is still counted,
-  // without a load time, 10 s in.
+  // without a load time, 10 s in, or when the visitor leaves or hides it first.
   function firstPageView() {
-    if (!loaded) pageView(true);
+    if (counted) return;
+    // A prerendered page (speculation rules, the address bar) may never be shown: it counts once it is.
+    if (document.prerendering) return document.addEventListener('prerenderingchange', firstPageView, { once: true });
+    pageView(true);
   }
+  // Before the load event a leaving page fires no pagehide: beforeunload it
+  // is, listened to only until the first page view (it is no reason to keep
+  // a page out of the back/forward cache, but neither is it needed after).
+  window.addEventListener('beforeunload', firstPageView);
+  window.addEventListener('pagehide', firstPageView);
+  document.addEventListener('visibilitychange', function () {
+    if (document.visibilityState === 'hidden') firstPageView();
+  });
   if (document.readyState === 'complete') firstPageView();
   else {
     window.addEventListener('load', function () { setTimeout(firstPageView, 0); });
