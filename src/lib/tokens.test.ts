@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { createTokenVerifier, InvalidTokenError, signLegacyAdminToken } from './tokens.ts';
 
@@ -38,5 +39,23 @@ describe('a remembered token', () => {
     const token = await signLegacyAdminToken(secret, 'admin-3');
     await createTokenVerifier({ adminJwtSecret: secret })(token);
     await expect(createTokenVerifier({ adminJwtSecret: randomBytes(32).toString('hex') })(token)).rejects.toBeInstanceOf(InvalidTokenError);
+  });
+});
+
+describe('a user session token', () => {
+  it("runs as `authenticated` whatever `role` it carries: the database role is that, and auth.role() must agree", async () => {
+    // The auth server's admin API may set a user's role (service_role, say); auth.role() reads the claim,
+    // and a function trusting auth.role() = 'service_role' would have let that user past it.
+    const verify = createTokenVerifier({ jwtSecret: secret });
+    for (const role of ['service_role', 'supabase_admin', 'authenticated']) {
+      const token = await new SignJWT({ role, aud: 'authenticated', session_id: crypto.randomUUID() })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject(crypto.randomUUID())
+        .setExpirationTime('1h')
+        .sign(new TextEncoder().encode(secret));
+      const verified = await verify(token);
+      expect(verified.kind).toBe('supabase');
+      expect(verified.claims.role, role).toBe('authenticated');
+    }
   });
 });

@@ -151,7 +151,11 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       if ('admin' in unverified && !('session_id' in unverified)) {
         return { kind: 'legacy-admin', claims: await verifyLegacyAdmin(token) };
       }
-      return { kind: 'supabase', claims: await verifySupabase(token, alg) };
+      const claims = await verifySupabase(token, alg);
+      // A user's requests run as the database role `authenticated` (plugins/auth.ts), and
+      // auth.role() reads this claim: it must say so, whatever role the auth server's admin API
+      // gave the user (service_role would have passed a check of auth.role() = 'service_role').
+      return { kind: 'supabase', claims: claims.role === 'authenticated' ? claims : { ...claims, role: 'authenticated' } };
     } catch (error) {
       if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
       if (alg === 'HS256' && (error as { code?: unknown }).code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
