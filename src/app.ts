@@ -126,7 +126,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink, onFat
   const analytics = createAnalyticsService({ db: fastify.db });
   await fastify.register(async function htmlPages(pages) {
     await pages.register(pageSecurityPlugin, { config });
-    await docsPage(pages, { production: config.NODE_ENV === 'production' });
+    if (config.API_DOCS === 'on') await docsPage(pages, { production: config.NODE_ENV === 'production' });
     await pages.register(statusRoutes, {
       prefix: '/admin/status',
       config,

@@ -57,6 +57,8 @@ export const SettingsSchema = z.object({
   ),
   // `off` refuses every legacy admin token (SPEC 5.5), whatever ADMIN_JWT_SECRET says.
   LEGACY_ADMIN_TOKEN: optionalString.pipe(choice(['on', 'off']).default('on')),
+  // /docs (the OpenAPI document and its explorer): public by default, for the front end's developers.
+  API_DOCS: optionalString.pipe(choice(['on', 'off']).default('on')),
   AUTH_TIMEOUT_MS: positiveInt(10_000),
   AUTH_LINK_PROVIDERS: z
     .string()

@@ -2,7 +2,7 @@ import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { legacyAdmin } from './support/admin-auth.ts';
-import { buildTestApp } from './support/app.ts';
+import { buildTestApp, testConfig } from './support/app.ts';
 
 const FRONTEND = 'http://localhost:5173';
 
@@ -290,6 +290,20 @@ describe('app foundation', () => {
     expect(own.statusCode).toBe(204);
     const plain = await app.inject({ method: 'OPTIONS', url: '/api/auth/signin', headers: { origin: 'https://evil.example' } });
     expect(plain.statusCode).toBe(404);
+  });
+
+  it('API_DOCS=off serves no /docs (an operator who keeps the API surface unpublished); the API is unchanged', async () => {
+    const quiet = await buildTestApp({ API_DOCS: 'off' });
+    try {
+      for (const url of ['/docs', '/docs/json', '/docs/static/index.html']) {
+        const response = await quiet.inject({ method: 'GET', url });
+        expect(response.statusCode, url).toBe(404);
+      }
+      expect((await quiet.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+    } finally {
+      await quiet.close();
+    }
+    expect(() => testConfig({ API_DOCS: 'maybe' })).toThrowError(/API_DOCS is invalid \(must be on or off\)/);
   });
 
   it('serves an OpenAPI 3.1 document and Swagger UI at /docs', async () => {
