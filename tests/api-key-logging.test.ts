@@ -67,6 +67,28 @@ describe('API keys in logs', () => {
     expect(all).toContain('/health?access_token=[redacted]&page=2');
   });
 
+  it("a credential's value is redacted whole (an escaped & or # in it too), under the API's own names (accessToken, refreshToken, newPassword) and their spellings", async () => {
+    // A password with & or # in it, sent properly escaped: decoding the whole URL and then
+    // cutting the value at the first & or # logged the rest of the password.
+    const tail = `TAIL${crypto.randomUUID().slice(0, 8)}`;
+    const urls = [
+      `/health?password=pa%26${tail}-1`,
+      `/health?secret=x%23${tail}-2&page=1`,
+      `/health?page=1&password=p%2526%26${tail}-3`,
+      `/health?accessToken=${tail}-4`,
+      `/health?refreshToken=${tail}-5&page=2`,
+      `/health?newPassword=${tail}-6`,
+      `/health?api-key=${tail}-7`,
+      `/health?access_token[]=${tail}-8`,
+      `/health?%61ccessToken=${tail}-9`,
+      `/api/websites/api%2Dkey/x?password=a%26${tail}-10`,
+    ];
+    for (const [index, url] of urls.entries()) await app.inject({ method: 'GET', url, remoteAddress: `192.0.2.${240 + index}` });
+    const all = lines.join('');
+    for (const index of urls.keys()) expect(all, urls[index]).not.toContain(`${tail}-${index + 1}`);
+    expect(all).toContain('/health?refreshToken=[redacted]&page=2');
+  });
+
   it('accepts the key in X-API-Key on GET /api/websites/api-key', async () => {
     const site = await createWebsite(app, 'Header site');
     const response = await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': site.apiKey }, remoteAddress: '192.0.2.202' });

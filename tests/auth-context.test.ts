@@ -140,3 +140,37 @@ describe('a project JWT secret that is not the auth server’s', () => {
     }
   });
 });
+
+describe('a forged token naming our auth server as its issuer', () => {
+  it('is no sign of a wrong SUPABASE_JWT_SECRET while tokens of ours verify with it: no warning an attacker can have written at will', async () => {
+    // Anyone can sign a token with `iss` set to SUPABASE_URL's auth server and a key of their own.
+    // With the right secret in place (a real token verified a moment ago), logging that the
+    // secret is "probably not that project's" told the operator to change a working setting.
+    const { Writable } = await import('node:stream');
+    const { buildApp } = await import('../src/app.ts');
+    const { testConfig } = await import('./support/app.ts');
+    const lines: { level: number; msg: string }[] = [];
+    const stream = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(JSON.parse(String(chunk)));
+        done();
+      },
+    });
+    const supabaseUrl = 'http://127.0.0.1:54321';
+    const app = await buildApp(
+      { config: testConfig({ SUPABASE_URL: supabaseUrl, SUPABASE_ANON_KEY: 'anon' }), rateLimit: { redisNamespace: `test-forged-issuer-${Date.now()}:` } },
+      { logger: { level: 'warn', customLevels: { http: 25 }, stream } },
+    );
+    try {
+      // A real user's token, signed with the secret the API has: it verifies (its session is unknown here, so 401 all the same).
+      const genuine = await supabaseToken({ iss: `${supabaseUrl}/auth/v1` });
+      await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${genuine}` } });
+      const forged = await supabaseToken({ iss: `${supabaseUrl}/auth/v1` }, 'an-attackers-own-key-0123456789abcdef-0123');
+      const response = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${forged}` } });
+      expect(response.statusCode).toBe(401);
+      expect(lines.filter((line) => line.msg.includes('SUPABASE_JWT_SECRET'))).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+});

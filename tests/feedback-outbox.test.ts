@@ -249,6 +249,27 @@ describe('notification e-mail', () => {
     expect(request.body.to).toContain(admin.email);
     expect(request.body.to).not.toContain(editor.email);
   });
+
+  it("a banned admin gets none (a ban ends the e-mails as it ends the API); one whose ban has run out gets it again", async () => {
+    // A ban (the dashboard's, the admin API's ban_duration) keeps the account and its roles: the
+    // API refused the banned admin's tokens, but every new feedback (name, e-mail, comment of
+    // its submitter) still went to their mailbox.
+    const [{ present }] = await sql`
+      select count(*) = 2 as present from information_schema.columns
+       where table_schema = 'auth' and table_name = 'users' and column_name in ('banned_until', 'deleted_at')`;
+    if (!present) return; // the first generation of auth.users (no auth server in this run) cannot ban
+    const active = await createAuthUser(sql, { email: uniqueEmail('admin-active') });
+    const banned = await createAuthUser(sql, { email: uniqueEmail('admin-banned') });
+    const banOver = await createAuthUser(sql, { email: uniqueEmail('admin-ban-over') });
+    for (const user of [active, banned, banOver]) await grantRole(sql, user.id, 'admin');
+    await sql`update auth.users set banned_until = now() + interval '1 day' where id = ${banned.id}`;
+    await sql`update auth.users set banned_until = now() - interval '1 minute' where id = ${banOver.id}`;
+    const app = await resendApp({ FEEDBACK_NOTIFY_EMAILS: '' });
+    const id = await submit(app);
+    const [request] = await waitFor(() => resend.sentAbout(id).length === 1 && resend.sentAbout(id));
+    expect(request.body.to).toEqual(expect.arrayContaining([active.email, banOver.email]));
+    expect(request.body.to).not.toContain(banned.email);
+  });
 });
 
 describe('more recipients than Resend takes in one e-mail', () => {

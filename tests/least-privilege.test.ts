@@ -177,3 +177,15 @@ describe('owner-level scripts given the API login role', () => {
     );
   });
 });
+
+describe("the admins' e-mail addresses (feedback notification recipients)", () => {
+  it('are read by the elevated path only, through a function that pins its search_path: anon and users are refused', async () => {
+    const statement = 'select * from public.admin_notification_emails()';
+    expect(await attempt({ role: 'anon' }, statement)).toBe('42501');
+    expect(await attempt({ role: 'authenticated', claims: { sub: crypto.randomUUID(), role: 'authenticated' } }, statement)).toBe('42501');
+    expect(await attempt('elevated', statement)).toBe('ran');
+    const [fn] = await app.db.sql<{ definer: boolean; config: string[] }[]>`
+      select prosecdef as definer, proconfig as config from pg_proc where oid = 'public.admin_notification_emails()'::regprocedure`;
+    expect(fn).toEqual({ definer: true, config: ['search_path=""'] });
+  });
+});

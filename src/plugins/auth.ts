@@ -83,6 +83,9 @@ function selectSessionStateElevated(sql: ElevatedSql, userId: string, sessionId:
       coalesce((select array_agg(role::text order by role) from public.user_roles where user_id = ${userId}::uuid), '{}') as roles`;
 }
 
+/** How long a user token that verified shows the JWT secret to be the project's: the wrong-secret warning below keeps quiet meanwhile. */
+const SECRET_PROVEN_FOR_MS = 10 * 60_000;
+
 export interface AuthPluginOptions {
   config: Config;
   /** How long (positive, in ms) a session found alive is trusted before asking the database again. */
@@ -105,9 +108,14 @@ export default fp<AuthPluginOptions>(
 
     // Every token the project's auth server issues failing its signature check: the API was given
     // another project's secret (or an old one). Each user only sees 401; the operator is told why.
+    // Not while tokens of ours verify: then the secret is the project's, and a token that names our
+    // auth server as its issuer and fails is a forgery (anyone can write that `iss`), no reason to
+    // have the operator change a working setting.
     const ownIssuer = config.SUPABASE_URL ? `${config.SUPABASE_URL.replace(/\/+$/, '')}/auth/v1` : undefined;
     let warnedOfWrongSecretAt = 0;
+    let userTokenVerifiedAt = Number.NEGATIVE_INFINITY;
     const warnOfWrongSecret = (log: FastifyBaseLogger) => {
+      if (Date.now() - userTokenVerifiedAt < SECRET_PROVEN_FOR_MS) return;
       if (Date.now() - warnedOfWrongSecretAt < 60_000) return;
       warnedOfWrongSecretAt = Date.now();
       log.warn("a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's (its tokens are all refused, 401)");
@@ -142,6 +150,7 @@ export default fp<AuthPluginOptions>(
         throw error;
       }
       if (verified.kind === 'legacy-admin') return { kind: 'legacy-admin', userId: verified.claims.userId, roles: ['admin'] };
+      userTokenVerifiedAt = Date.now();
       const { claims } = verified;
       if (fresh) seenAlive.delete(claims.session_id);
       let state;

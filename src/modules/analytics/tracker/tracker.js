@@ -104,7 +104,12 @@
 
   // The URL the page was loaded from: with async, the page's own scripts may have rewritten it before this one runs.
   var navigation = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
-  var landingTags = campaignTags(navigation ? new URL(navigation.name).search : location.search);
+  var landingTags = '';
+  try {
+    landingTags = campaignTags(navigation ? new URL(navigation.name).search : location.search);
+  } catch (e) {
+    // A navigation entry whose name is no URL: the landing tags are not known.
+  }
   var referrer = externalReferrer();
   var lastPath;
   var counted = false;

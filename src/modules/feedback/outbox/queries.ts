@@ -101,14 +101,13 @@ export async function giveUpNotificationElevated(sql: ElevatedSql, claim: Claime
      where id = ${claim.id} and claim_token = ${claim.claimToken} and sent_at is null`;
 }
 
-/** E-mail addresses of every user holding the admin role. */
+/**
+ * E-mail addresses of every user holding the admin role whose account is
+ * neither banned nor deleted (public.admin_notification_emails reads
+ * auth.users, which the elevated role cannot): a banned admin gets no feedback.
+ */
 export async function adminRecipientEmailsElevated(sql: ElevatedSql): Promise<string[]> {
-  const rows = await sql<{ email: string }[]>`
-    select distinct p.email
-      from public.user_roles r
-      join public.profiles p on p.id = r.user_id
-     where r.role = 'admin' and p.email <> ''
-     order by p.email`;
+  const rows = await sql<{ email: string }[]>`select email from public.admin_notification_emails() as email`;
   return rows.map((row) => row.email);
 }
 
