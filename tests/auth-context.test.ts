@@ -106,34 +106,38 @@ describe('auth context with the database unreachable', () => {
   });
 });
 
+const SUPABASE_URL = 'http://127.0.0.1:54321';
+
+/** An app that knows SUPABASE_URL's auth server, and the SUPABASE_JWT_SECRET warnings it logs. */
+async function appWithSecretWarnings(label: string) {
+  const { Writable } = await import('node:stream');
+  const { buildApp } = await import('../src/app.ts');
+  const { testConfig } = await import('./support/app.ts');
+  const lines: { level: number; msg: string }[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(JSON.parse(String(chunk)));
+      done();
+    },
+  });
+  const app = await buildApp(
+    { config: testConfig({ SUPABASE_URL, SUPABASE_ANON_KEY: 'anon' }), rateLimit: { redisNamespace: `test-${label}-${Date.now()}:` } },
+    { logger: { level: 'warn', customLevels: { http: 25 }, stream } },
+  );
+  const me = (token: string) => app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${token}` } });
+  return { app, me, warnings: () => lines.filter((line) => line.msg.includes('SUPABASE_JWT_SECRET')) };
+}
+
 describe('a project JWT secret that is not the auth server’s', () => {
   it('refuses its tokens (401) and says in the log, at most once a minute, that SUPABASE_JWT_SECRET is probably wrong', async () => {
-    const { Writable } = await import('node:stream');
-    const { buildApp } = await import('../src/app.ts');
-    const { testConfig } = await import('./support/app.ts');
-    const lines: { level: number; msg: string }[] = [];
-    const stream = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)));
-        done();
-      },
-    });
-    const supabaseUrl = 'http://127.0.0.1:54321';
-    const app = await buildApp(
-      { config: testConfig({ SUPABASE_URL: supabaseUrl, SUPABASE_ANON_KEY: 'anon' }), rateLimit: { redisNamespace: `test-wrong-secret-${Date.now()}:` } },
-      { logger: { level: 'warn', customLevels: { http: 25 }, stream } },
-    );
-    const warnings = () => lines.filter((line) => line.msg.includes('SUPABASE_JWT_SECRET'));
+    const { app, me, warnings } = await appWithSecretWarnings('wrong-secret');
     try {
       // Signed by the auth server with its own secret: not the one this API was given.
-      const fromTheAuthServer = () => supabaseToken({ iss: `${supabaseUrl}/auth/v1` }, 'the-auth-servers-own-secret-0123456789abcdef');
-      for (let i = 0; i < 3; i += 1) {
-        const response = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${await fromTheAuthServer()}` } });
-        expect(response.statusCode).toBe(401);
-      }
+      const fromTheAuthServer = () => supabaseToken({ iss: `${SUPABASE_URL}/auth/v1` }, 'the-auth-servers-own-secret-0123456789abcdef');
+      for (let i = 0; i < 3; i += 1) expect((await me(await fromTheAuthServer())).statusCode).toBe(401);
       expect(warnings()).toEqual([expect.objectContaining({ level: 40, msg: expect.stringMatching(/^a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's/) })]);
       // A forged token of another issuer, or none, is no such sign.
-      await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${await supabaseToken({ iss: 'https://elsewhere.example/auth/v1' }, 'x'.repeat(40))}` } });
+      await me(await supabaseToken({ iss: 'https://elsewhere.example/auth/v1' }, 'x'.repeat(40)));
       expect(warnings()).toHaveLength(1);
     } finally {
       await app.close();
@@ -146,29 +150,13 @@ describe('a forged token naming our auth server as its issuer', () => {
     // Anyone can sign a token with `iss` set to SUPABASE_URL's auth server and a key of their own.
     // With the right secret in place (a real token verified a moment ago), logging that the
     // secret is "probably not that project's" told the operator to change a working setting.
-    const { Writable } = await import('node:stream');
-    const { buildApp } = await import('../src/app.ts');
-    const { testConfig } = await import('./support/app.ts');
-    const lines: { level: number; msg: string }[] = [];
-    const stream = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(JSON.parse(String(chunk)));
-        done();
-      },
-    });
-    const supabaseUrl = 'http://127.0.0.1:54321';
-    const app = await buildApp(
-      { config: testConfig({ SUPABASE_URL: supabaseUrl, SUPABASE_ANON_KEY: 'anon' }), rateLimit: { redisNamespace: `test-forged-issuer-${Date.now()}:` } },
-      { logger: { level: 'warn', customLevels: { http: 25 }, stream } },
-    );
+    const { app, me, warnings } = await appWithSecretWarnings('forged-issuer');
     try {
-      // A real user's token, signed with the secret the API has: it verifies (its session is unknown here, so 401 all the same).
-      const genuine = await supabaseToken({ iss: `${supabaseUrl}/auth/v1` });
-      await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${genuine}` } });
-      const forged = await supabaseToken({ iss: `${supabaseUrl}/auth/v1` }, 'an-attackers-own-key-0123456789abcdef-0123');
-      const response = await app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${forged}` } });
-      expect(response.statusCode).toBe(401);
-      expect(lines.filter((line) => line.msg.includes('SUPABASE_JWT_SECRET'))).toEqual([]);
+      // A real user's token, signed with the secret the API has: it verifies (its session is unknown here, so it is refused all the same).
+      await me(await supabaseToken({ iss: `${SUPABASE_URL}/auth/v1` }));
+      const forged = await supabaseToken({ iss: `${SUPABASE_URL}/auth/v1` }, 'an-attackers-own-key-0123456789abcdef-0123');
+      expect((await me(forged)).statusCode).toBe(401);
+      expect(warnings()).toEqual([]);
     } finally {
       await app.close();
     }
