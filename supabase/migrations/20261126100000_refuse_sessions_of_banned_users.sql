@@ -12,6 +12,22 @@
 -- of auth.users (the local stack without an auth server) has neither column,
 -- and a plain reference would fail every session check there.
 
+-- The rule, in one place: the session check and the notification recipients
+-- (20261126100400) both ask it.
+create function public.account_in_use(account jsonb)
+returns boolean
+language sql
+stable
+set search_path = ''
+as $$
+  select coalesce((account ->> 'banned_until')::timestamptz <= now(), true)
+     and account ->> 'deleted_at' is null;
+$$;
+
+comment on function public.account_in_use(jsonb) is 'Whether an auth.users row (as to_jsonb) is neither banned nor deleted.';
+
+revoke all on function public.account_in_use(jsonb) from public, anon, authenticated, service_role;
+
 create or replace function public.session_is_open(p_user_id uuid, p_session_id uuid)
 returns boolean
 language plpgsql
@@ -24,11 +40,9 @@ begin
     select 1
       from auth.sessions s
       join auth.users u on u.id = s.user_id
-      cross join lateral (select to_jsonb(u) as row) account
      where s.id = p_session_id and s.user_id = p_user_id
        and (s.not_after is null or s.not_after > now())
-       and coalesce((account.row ->> 'banned_until')::timestamptz <= now(), true)
-       and account.row ->> 'deleted_at' is null
+       and public.account_in_use(to_jsonb(u))
   );
 end;
 $$;

@@ -8,8 +8,8 @@
 --
 -- The API's elevated role cannot read auth.users; this function, owned by the
 -- migrations' role, reads it for it and returns the addresses only.
--- banned_until and deleted_at are read through to_jsonb, as in
--- session_is_open: the first generation of auth.users has neither column.
+-- Who counts as neither banned nor deleted is public.account_in_use
+-- (20261126100000), the rule the session check asks.
 
 create function public.admin_notification_emails()
 returns setof text
@@ -22,11 +22,9 @@ as $$
     from public.user_roles r
     join public.profiles p on p.id = r.user_id
     join auth.users u on u.id = r.user_id
-    cross join lateral (select to_jsonb(u) as row) account
    where r.role = 'admin'
      and p.email <> ''
-     and coalesce((account.row ->> 'banned_until')::timestamptz <= now(), true)
-     and account.row ->> 'deleted_at' is null
+     and public.account_in_use(to_jsonb(u))
    order by p.email;
 $$;
 
