@@ -160,6 +160,24 @@ describe.runIf(auth)('after an admin acts in the Supabase dashboard (real auth s
     expect((await call(server.base, 'POST', '/api/auth/signin', { body: { email: user.email, password: user.password } })).body.data.user.name).toBe('Chosen By User');
   });
 
+  it("a rename through PUT /api/users/:id reaches the account's user_metadata: the dashboard and the user's next tokens show it, the other metadata stays", { timeout: 20_000 }, async () => {
+    const user = await signUp(server.base, 'dash-renamed-here', 'Signed Up Name');
+    expect((await updateUser(user.id, { user_metadata: { plan: 'pro' } })).status).toBe(200);
+    const dashboardMetadata = async () => (await adminApi(`/admin/users/${user.id}`, 'GET')).body.user_metadata;
+
+    // Before: the dashboard kept showing the name signed up with.
+    expect((await call(server.base, 'PUT', `/api/users/${user.id}`, { token: user.accessToken, body: { name: 'Renamed Here' } })).status).toBe(200);
+    expect(await dashboardMetadata()).toMatchObject({ name: 'Renamed Here', plan: 'pro' });
+    const refreshed = await call(server.base, 'POST', '/api/auth/refresh', { body: { refreshToken: user.refreshToken } });
+    const claims = JSON.parse(Buffer.from(refreshed.body.data.session.accessToken.split('.')[1], 'base64url').toString());
+    expect(claims.user_metadata.name).toBe('Renamed Here');
+
+    // An admin's rename of another user, the same way; the profile keeps the name given.
+    expect((await call(server.base, 'PUT', `/api/users/${user.id}`, { token: admin.accessToken, body: { name: 'Renamed By Admin Here' } })).status).toBe(200);
+    expect(await dashboardMetadata()).toMatchObject({ name: 'Renamed By Admin Here', plan: 'pro' });
+    expect((await get('/api/auth/me', refreshed.body.data.session.accessToken)).body.data.name).toBe('Renamed By Admin Here');
+  });
+
   it("an identity provider's name, written into the metadata at each sign-in with it, does not replace the name the user chose", { timeout: 30_000 }, async () => {
     const user = await signUp(server.base, 'dash-linker', 'Signed Up Name');
     expect((await call(server.base, 'PUT', `/api/users/${user.id}`, { token: user.accessToken, body: { name: 'Chosen Name' } })).status).toBe(200);
@@ -275,5 +293,42 @@ describe("the profile triggers' rules on a database of this file's own", () => {
     expect(await profileOf(lastAdmin)).toBeUndefined();
     expect(await database.sql`select 1 from public.user_roles where user_id = ${lastAdmin}`).toHaveLength(0);
     expect(await database.sql`select action from public.role_changes where user_id = ${lastAdmin} order by id`).toEqual([{ action: 'granted' }, { action: 'revoked' }]);
+  });
+
+  it('a banned admin is not the admin who lets the last one in use step down; a banned admin may lose the role while another admin remains, never the last of all', async () => {
+    // The columns the auth server's own migrations add.
+    await database.sql`alter table auth.users add column if not exists banned_until timestamptz`;
+    await database.sql`alter table auth.users add column if not exists deleted_at timestamptz`;
+    const [inUse, banned, alsoBanned] = [
+      await createUser('admin-in-use@example.test', { name: 'In Use' }),
+      await createUser('admin-banned@example.test', { name: 'Banned' }),
+      await createUser('admin-also-banned@example.test', { name: 'Also Banned' }),
+    ];
+    for (const id of [inUse, banned]) await database.sql`insert into public.user_roles (user_id, role) values (${id}, 'admin')`;
+    const ban = (id: string, until: string) =>
+      asAuthServer((tx) => tx`update auth.users set banned_until = now() + ${until}::interval where id = ${id}`);
+    const revokeAdmin = (id: string) => database.sql`delete from public.user_roles where user_id = ${id} and role = 'admin'`;
+    const admins = async () => (await database.sql`select user_id from public.user_roles where role = 'admin'`).map((r) => r.user_id).sort();
+
+    await ban(banned, '1 day');
+    // Before: allowed, and no one could use the admin routes until the ban ended.
+    await expect(revokeAdmin(inUse)).rejects.toMatchObject({ code: 'PT409' });
+    // The admins in use stay as many: the banned admin's role may go.
+    await revokeAdmin(banned);
+    expect(await admins()).toEqual([inUse]);
+
+    // A ban that has run out is no ban.
+    await database.sql`insert into public.user_roles (user_id, role) values (${banned}, 'admin')`;
+    await ban(banned, '-1 minute');
+    await revokeAdmin(inUse);
+    expect(await admins()).toEqual([banned]);
+
+    // Every admin banned: one may go while another remains, the last of all keeps it.
+    await database.sql`insert into public.user_roles (user_id, role) values (${alsoBanned}, 'admin')`;
+    await ban(banned, '1 day');
+    await ban(alsoBanned, '1 day');
+    await revokeAdmin(alsoBanned);
+    await expect(revokeAdmin(banned)).rejects.toMatchObject({ code: 'PT409' });
+    expect(await admins()).toEqual([banned]);
   });
 });

@@ -1,9 +1,13 @@
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
+import { buildApp } from '../src/app.ts';
 import type { Caller } from '../src/plugins/auth.ts';
 import { canSetUserRoles } from '../src/modules/roles/permissions.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from '../src/modules/users/permissions.ts';
 import { expectRefused, useAdminApp } from './support/admin-auth.ts';
+import { testConfig } from './support/app.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { call, realAuth, signUp, useRealAuthApp } from './support/real-auth.ts';
 
@@ -151,6 +155,28 @@ describe('PUT /api/users/:id', () => {
     // Its own address again changes nothing and needs no auth server.
     const same = await app.inject({ method: 'PUT', url: `/api/users/${user.id}`, headers: admin, payload: { email: user.email, name: 'Same Mail' } });
     expect(same.statusCode).toBe(200);
+  });
+
+  it("renames the profile when the auth server cannot take the name into the account's metadata, and says so in the log", async () => {
+    const lines: string[] = [];
+    const capture = new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) });
+    // Nothing listens on this port: each call to the auth server is refused.
+    const unreachable = `http://127.0.0.1:${await freePort()}`;
+    const withAuth = await buildApp(
+      { config: testConfig({ SUPABASE_URL: unreachable, SUPABASE_ANON_KEY: 'anon-key', SUPABASE_SERVICE_ROLE_KEY: 'service-role-key' }), rateLimit: { redisNamespace: `test-users-rename-${Date.now()}:` } },
+      { logger: { level: 'warn', stream: capture } },
+    );
+    try {
+      const user = await createAuthUser(sql, { name: 'Before Rename' });
+      const response = await withAuth.inject({ method: 'PUT', url: `/api/users/${user.id}`, headers: admin, payload: { name: 'After Rename' } });
+      expect(response.statusCode).toBe(200);
+      expect(response.json().data.name).toBe('After Rename');
+      expect((await sql`select name from public.profiles where id = ${user.id}`)[0].name).toBe('After Rename');
+      const warning = lines.map((line) => JSON.parse(line)).find((entry) => entry.msg?.includes('user_metadata keeps the old name'));
+      expect(warning).toMatchObject({ level: 40, userId: user.id });
+    } finally {
+      await withAuth.close();
+    }
   });
 
   it('answers 404 for an unknown user and 400 for an empty change', async () => {

@@ -17,6 +17,8 @@ export interface SupabaseAuth {
    * auth server as that signed-in user.
    */
   forRequest(ip: string, accessToken?: string): SupabaseClient;
+  /** Whether admin() has a service-role key to call with. */
+  readonly canAdminister: boolean;
   /** The service-role client for the admin API; never exposed to callers. */
   admin(): SupabaseClient;
 }
@@ -121,6 +123,7 @@ export function createSupabaseAuth(config: Config): SupabaseAuth {
 
   return {
     configured,
+    canAdminister: Boolean(url && serviceKey),
     timeoutMs: config.AUTH_TIMEOUT_MS,
     forRequest(ip, accessToken) {
       if (!url || !anonKey) throw authUnavailable();

@@ -84,7 +84,7 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async function updateUser(request) {
-      return { success: true as const, message: 'User updated', data: await users.updateUser(callerOf(request), request.params.id, request.body) };
+      return { success: true as const, message: 'User updated', data: await users.updateUser(callerOf(request), request.params.id, request.body, request.log) };
     },
   );
 };

@@ -1,4 +1,5 @@
 import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
+import type { FastifyBaseLogger } from 'fastify';
 import { AppError, conflict, forbidden, internalError, notFound, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
@@ -10,7 +11,10 @@ import type { CreateUserBody, ListUsersQuery, UpdateUserBody, User } from './sch
 // Accounts live in Supabase Auth; profiles (name, e-mail mirror, last login)
 // in Postgres, kept in step by triggers on auth.users. Creating an account or
 // changing its e-mail therefore goes through the auth server's admin API,
-// while reads and renames are plain queries under the caller's rights.
+// while reads and renames are plain queries under the caller's rights. A
+// rename is then written to the account's user_metadata too, so that the
+// Supabase dashboard and the name in the user's next tokens agree with the
+// profile (docs/accounts.md).
 
 export const DUPLICATE_EMAIL = 'User with this email already exists';
 
@@ -72,7 +76,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
     return getUser(caller, data.user.id);
   }
 
-  async function updateUser(caller: Caller, id: string, { name, email }: UpdateUserBody): Promise<User> {
+  async function updateUser(caller: Caller, id: string, { name, email }: UpdateUserBody, log: FastifyBaseLogger): Promise<User> {
     if (!canRenameUser(caller, id)) throw forbidden();
     const current = await getUser(caller, id);
     // A front end that sends the whole profile back sends the address unchanged: that is no change to refuse.
@@ -90,8 +94,27 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
     if (name !== undefined && name !== current.name) {
       const renamed = await asCaller(caller, (tx) => updateUserName(tx, id, name));
       if (!renamed) throw userNotFound();
+      await writeNameToAuthMetadata(id, name, log);
     }
     return getUser(caller, id);
+  }
+
+  /**
+   * After the profile's rename, in a transaction of the auth server's own: the
+   * metadata trigger then finds the profile already renamed, and an admin's
+   * rename in the dashboard at the same moment wins in both places (the
+   * trigger copies the metadata's name to the profile) instead of the two
+   * disagreeing. The rename has happened either way: a failure is logged.
+   */
+  async function writeNameToAuthMetadata(id: string, name: string, log: FastifyBaseLogger): Promise<void> {
+    if (!supabase.canAdminister) return; // the start has warned about the missing service-role key
+    const { error } = await supabase
+      .admin()
+      .auth.admin.updateUserById(id, { user_metadata: { name } })
+      .catch((thrown: unknown) => ({ error: thrown }));
+    if (error) {
+      log.warn({ userId: id, err: error }, "renamed in the profile, but the auth server's user_metadata keeps the old name");
+    }
   }
 
   async function listUsersWithRoles(caller: Caller, query: ListUsersQuery) {
