@@ -155,7 +155,9 @@ export default fp<{ config: Config }>(
     if (!auth.configured) app.log.warn('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY): sign up, sign in and the other /api/auth routes answer 503');
     // Sign-in works without it, so its absence would first show as an admin's unexplained 503.
     else if (!config.SUPABASE_SERVICE_ROLE_KEY) {
-      app.log.warn("SUPABASE_SERVICE_ROLE_KEY is not set: an admin creating a user or changing a user's e-mail (POST, PUT /api/users) is answered 503");
+      app.log.warn(
+        "SUPABASE_SERVICE_ROLE_KEY is not set: an admin creating a user or changing a user's e-mail (POST, PUT /api/users) is answered 503, and renames reach the profile only, not the auth server's user_metadata",
+      );
     }
     app.decorate('supabase', auth);
   },
