@@ -170,6 +170,8 @@ describe('recording events', () => {
     ['metadata an array', { metadata: [1, 2] }, 'metadata', 'Metadata must be a JSON object'],
     ['metadata a string', { metadata: 'x' }, 'metadata', 'Metadata must be a JSON object'],
     ['metadata too big', { metadata: { blob: 'x'.repeat(4100) } }, 'metadata', 'Metadata must be at most 4096 bytes as JSON'],
+    // As docs/analytics.md says: its own keys (not those of nested objects) are at most 100 characters.
+    ['a metadata key over 100 characters', { metadata: { ['k'.repeat(101)]: 1 } }, 'metadata', 'Metadata keys must be at most 100 characters'],
     ['metadata with a NUL', { metadata: { note: 'a\u0000' } }, 'metadata', null],
     ['metadata with an unpaired surrogate', { metadata: { note: 'a\udc00' } }, 'metadata', null],
     ['metadata.loadTime huge', { metadata: { loadTime: 1e307 } }, 'metadata', LOAD_TIME_MESSAGE],

@@ -176,6 +176,8 @@ describe('websites routes', () => {
     ['a settings key over 100 characters', { name: 'A', domain: 'a.test', settings: { ['k'.repeat(101)]: 1 } }, 'settings', 'Settings keys must be at most 100 characters'],
     ['a port over 65535', { name: 'A', domain: 'a.com:99999' }, 'domain', 'Domain port must be from 1 to 65535'],
     ['port 0', { name: 'A', domain: 'a.com:0' }, 'domain', 'Domain port must be from 1 to 65535'],
+    // The table holds 253 characters, port included: a longest host name with a port was 400 `Invalid value`, without details.
+    ['a 253-character host with a port', { name: 'A', domain: `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}:8080` }, 'domain', 'Domain must be at most 253 characters'],
     ['name an array', { name: ['a'], domain: 'a.test' }, 'name', 'Name must be a string'],
   ])('POST with %s → 400', async (_label, payload, field, message) => {
     const response = await create(payload);

@@ -65,7 +65,8 @@ export const IgnoredEventResponseSchema = z.object({ success: z.literal(true) })
 
 const day = (label: string, description: string) =>
   z
-    .string()
+    // A parameter given twice arrives as an array: one message for every value that is not a day.
+    .string({ error: `${label} must be a date written YYYY-MM-DD` })
     .refine(isCalendarDay, { error: `${label} must be a date written YYYY-MM-DD`, abort: true })
     .refine(isDayInRange, `${label} must be from ${FIRST_DAY} to ${LAST_DAY}`)
     // The refines have no JSON Schema form: the document says it in words.

@@ -19,10 +19,14 @@ const hasValidPort = (domain: string) => {
   return port === undefined || (Number(port) >= 1 && Number(port) <= 65_535);
 };
 
+/** The column's bound (websites.domain), port included: the pattern lets a 253-character host add one. */
+const DOMAIN_MAX = 253;
+
 const domain = requiredString('Domain')
   .trim()
   .toLowerCase()
   .regex(HOSTNAME, { error: 'Domain must be a host name such as example.com', abort: true })
+  .max(DOMAIN_MAX, `Domain must be at most ${DOMAIN_MAX} characters`)
   .refine(hasValidPort, 'Domain port must be from 1 to 65535');
 
 export const CreateWebsiteBodySchema = z.object({
