@@ -72,6 +72,14 @@ describe('recording events', () => {
     expect(JSON.stringify(row)).not.toContain('203.0.113.99');
   });
 
+  it('an optional field sent as null (referrer, userId, metadata) is not given, as front ends send `document.referrer || null`', async () => {
+    // Before: 400 `Referrer must be a string`, and the visit was lost.
+    const response = await post(event(site.id, { referrer: null, userId: null, metadata: null }), '203.0.113.98');
+    expect(response.statusCode).toBe(201);
+    const [row] = await sql`select referrer, referrer_host, user_id, metadata from public.analytics_events where id = ${response.json().data.id}`;
+    expect(row).toEqual({ referrer: null, referrer_host: null, user_id: null, metadata: {} });
+  });
+
   it('a sendBeacon event from another origin (text/plain JSON) is stored, with no CORS exception', async () => {
     const response = await app.inject({
       method: 'POST',

@@ -31,7 +31,7 @@ export function describeUserAgent(userAgent: string): UserAgentFacts {
 }
 
 /** The referrer's host, lower case, without a leading `www.`; null when absent or not a URL. */
-export function referrerHost(referrer: string | undefined): string | null {
+export function referrerHost(referrer: string | null | undefined): string | null {
   if (!referrer) return null;
   try {
     const host = new URL(referrer).hostname.toLowerCase().replace(/^www\./, '');
@@ -51,7 +51,7 @@ export function referrerHost(referrer: string | undefined): string | null {
 export function createVisitorIds(secret: string) {
   let saltDay = '';
   let salt = Buffer.alloc(0);
-  return function visitorId(input: { userId?: string; websiteId: string; ip: string; userAgent: string; at: Date }): string {
+  return function visitorId(input: { userId?: string | null; websiteId: string; ip: string; userAgent: string; at: Date }): string {
     if (input.userId) return input.userId;
     const day = utcDay(input.at);
     if (day !== saltDay) {

@@ -41,17 +41,18 @@ export const RecordEventBodySchema = z.object({
   websiteId: text('Website id', 64),
   eventType: z.enum(EVENT_TYPES, { error: `Event type must be one of: ${EVENT_TYPES.join(', ')}` }),
   page,
+  // The optional fields take null as "not given": front ends send `document.referrer || null`.
   referrer: z
     .string({ error: 'Referrer must be a string' })
     .max(2048, 'Referrer must be at most 2048 characters')
     .refine(isStorableText, 'Referrer must not contain NUL characters or unpaired surrogates')
-    .optional(),
+    .nullish(),
   userAgent: text('User agent', 1024),
   sessionId: text('Session id', 128),
-  userId: text('User id', 128).optional(),
+  userId: text('User id', 128).nullish(),
   metadata: boundedJsonObject('Metadata', METADATA_MAX_BYTES)
     .refine(hasCountableLoadTime, `loadTime must be a number of milliseconds from 0 to ${LOAD_TIME_MAX_MS}`)
-    .optional(),
+    .nullish(),
 });
 export type RecordEventBody = z.infer<typeof RecordEventBodySchema>;
 
