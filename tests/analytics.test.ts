@@ -254,6 +254,8 @@ describe('analytics summaries', () => {
     ['startDate=2026-03-05&endDate=2026-03-04', 'startDate', 'Start date must not be after end date'],
     ['startDate=2025-03-01&endDate=2026-03-02', 'endDate', 'Date range must be at most one year'],
     ['startDate=2024-02-29&endDate=2025-03-02', 'endDate', 'Date range must be at most one year'],
+    // endDate not given (today): the field the caller sent is the one to change.
+    ['startDate=2020-01-01', 'startDate', 'Date range must be at most one year'],
     ['startDate=1969-12-31&endDate=1970-01-02', 'startDate', 'Start date must be from 1970-01-01 to 9999-12-31'],
     // Years 0 to 99 are days too (Date.UTC read 0100 as 1900); only not ones a range may name.
     ['endDate=0100-01-01', 'endDate', 'End date must be from 1970-01-01 to 9999-12-31'],

@@ -88,24 +88,32 @@ function resolveRange<Q extends { startDate?: string; endDate?: string }>(query:
   return { ...query, startDate, endDate };
 }
 
-/** Start not after end, and a year at most: a range from a day to the same day a year later is allowed, 29 February or not. */
-function checkRange({ startDate, endDate }: { startDate: string; endDate: string }, context: z.RefinementCtx) {
+/**
+ * Start not after end, and a year at most: a range from a day to the same day
+ * a year later is allowed, 29 February or not. Checked on the query as given,
+ * so that a range too long is said of the date the caller sent: of startDate
+ * when endDate was left to default to today.
+ */
+function checkRange(query: { startDate?: string; endDate?: string }, context: z.RefinementCtx) {
+  const { startDate, endDate } = resolveRange(query);
   if (daysInRange(startDate, endDate) < 1) context.addIssue({ code: 'custom', path: ['startDate'], message: 'Start date must not be after end date' });
-  else if (!isWithinAYear(startDate, endDate)) context.addIssue({ code: 'custom', path: ['endDate'], message: 'Date range must be at most one year' });
+  else if (!isWithinAYear(startDate, endDate)) {
+    context.addIssue({ code: 'custom', path: [query.endDate === undefined ? 'startDate' : 'endDate'], message: 'Date range must be at most one year' });
+  }
 }
 
 const websiteId = uuidInput('Website id');
 
 export const SummaryQuerySchema = z
   .object({ websiteId, startDate, endDate })
-  .transform(resolveRange)
-  .superRefine(checkRange);
+  .superRefine(checkRange)
+  .transform(resolveRange);
 export const DateRangeQuerySchema = SummaryQuerySchema;
 export const WebsiteSummaryParamsSchema = z.object({ websiteId });
 export const WebsiteSummaryQuerySchema = z
   .object({ startDate, endDate })
-  .transform(resolveRange)
-  .superRefine(checkRange);
+  .superRefine(checkRange)
+  .transform(resolveRange);
 
 export interface DayRange {
   websiteId: string;
