@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp } from './support/app.ts';
+import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
 
 // The published OpenAPI document (/docs/json) says what the routes do: the
 // SPEC's URLs, the bodies' required fields, the media types that are really
@@ -15,13 +16,15 @@ type Schema = {
   maxLength?: number;
   description?: string;
   anyOf?: Schema[];
+  additionalProperties?: unknown;
+  $ref?: string;
 };
 type Operation = {
   summary?: string;
   parameters?: { name: string; in: string; required?: boolean; description?: string; schema: Schema }[];
   description?: string;
   requestBody?: { content: Record<string, { schema: Schema }> };
-  responses: Record<string, { content?: Record<string, { schema: Schema }> }>;
+  responses: Record<string, { headers?: Record<string, { description?: string; schema: Schema }>; content?: Record<string, { schema: Schema }> }>;
 };
 type Document = { paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, Schema> } };
 
@@ -166,4 +169,77 @@ describe('the OpenAPI document', () => {
     const left = Object.keys(document.paths).filter((path) => path.startsWith('/admin/') || path.startsWith('/docs') || path === '/metrics');
     expect(left).toEqual([]);
   });
+
+  /** Top-level keys only: every required field is there, and none the schema does not list when it closes the object. */
+  const fitsTopLevel = (schema: Schema, body: Record<string, unknown>) => {
+    const resolved = schema.$ref ? document.components.schemas[schema.$ref.split('/').pop()!] : schema;
+    const missing = (resolved.required ?? []).filter((field) => !(field in body));
+    const unlisted = resolved.additionalProperties === false ? Object.keys(body).filter((field) => !(field in resolved.properties!)) : [];
+    return { missing, unlisted };
+  };
+
+  it("documents the admin health 503 as what it also is: the guard's error body, when the caller cannot be checked", async () => {
+    // Nothing listens on port 1: the guard cannot check the session and answers 503 itself, before the report is made.
+    const unreachable = await buildTestApp({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    try {
+      const token = await new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: crypto.randomUUID(), email: 'admin@example.test' })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .setSubject(crypto.randomUUID())
+        .setIssuedAt()
+        .setExpirationTime('1h')
+        .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+      const answer = await unreachable.inject({ method: 'GET', url: '/api/admin/health', headers: { authorization: `Bearer ${token}` } });
+      expect(answer.statusCode).toBe(503);
+      const schema = operation('get', '/api/admin/health').responses['503'].content!['application/json'].schema;
+      expect(fitsTopLevel(schema, answer.json())).toEqual({ missing: [], unlisted: [] });
+    } finally {
+      await unreachable.close();
+    }
+  });
+
+  it('documents the Retry-After header that comes with a 429', async () => {
+    const limited = await buildTestApp({ RATE_LIMIT_GENERAL_PER_15MIN: '1' });
+    try {
+      await limited.inject('/api/websites');
+      const refused = await limited.inject('/api/websites');
+      expect(refused.statusCode).toBe(429);
+      expect(Number(refused.headers['retry-after'])).toBe(refused.json().retryAfter);
+    } finally {
+      await limited.close();
+    }
+    const refusals = operation('get', '/api/websites').responses['4XX'];
+    expect(refusals.headers?.['Retry-After']?.schema).toMatchObject({ type: 'integer' });
+  });
+
+  it("documents the limits of an analytics event's page and metadata", async () => {
+    const event = bodyOf('post', '/api/analytics');
+    expect(event.properties!.page).toMatchObject({ maxLength: 2048 });
+    const tooLong = await app.inject({
+      method: 'POST',
+      url: '/api/analytics',
+      payload: { websiteId: crypto.randomUUID(), eventType: 'page_view', page: `/${'a'.repeat(2048)}`, userAgent: 'Mozilla/5.0 (X11; Linux x86_64) Chrome/120', sessionId: 's' },
+    });
+    expect(tooLong.json()).toMatchObject({ statusCode: 400, details: { page: ['Page must be at most 2048 bytes as UTF-8'] } });
+    expect(JSON.stringify(event.properties!.metadata)).toContain('4096 bytes');
+  });
+
+  it('names who may call each websites and analytics route, as the other modules do in their summaries', () => {
+    const who = {
+      'post /api/websites': '(editor or admin)',
+      'get /api/websites': '(viewer, editor or admin)',
+      'get /api/websites/{id}': '(viewer, editor or admin)',
+      'put /api/websites/{id}': '(editor or admin)',
+      'post /api/websites/{id}/api-key': '(editor or admin)',
+      'delete /api/websites/{id}': '(admin)',
+      'get /api/analytics': "(viewer, editor or admin, or the website's API key)",
+      'get /api/analytics/website/{websiteId}': "(viewer, editor or admin, or the website's API key)",
+      'get /api/analytics/realtime': "(viewer, editor or admin, or a website's API key)",
+      'get /api/analytics/date-range': "(viewer, editor or admin, or the website's API key)",
+    };
+    for (const [key, words] of Object.entries(who)) {
+      const [method, path] = key.split(' ');
+      expect(operation(method, path).summary, key).toContain(words);
+    }
+  });
 });
+

@@ -140,5 +140,7 @@ export function boundedJsonObject(label: string, maxBytes: number) {
     if (holdsNonFiniteNumber(value, json)) refuse(`${label} must not contain numbers too large to store (such as 1e400)`);
     else if (Buffer.byteLength(json) > maxBytes) refuse(`${label} must be at most ${maxBytes} bytes as JSON`);
     else if (hasUnstorableEscape(json)) refuse(`${label} must not contain NUL characters or unpaired surrogates`);
-  });
+  })
+    // The checks above have no JSON Schema form: the document says them in words.
+    .meta({ description: `At most ${maxBytes} bytes as JSON; keys at most ${JSON_KEY_MAX_LENGTH} characters` });
 }

@@ -38,6 +38,9 @@ const ERROR_RESPONSE = {
   },
 } as const;
 
+/** The header of every 429, beside `retryAfter` in its body. */
+const RETRY_AFTER = { description: 'On 429: seconds until the budget resets (the same as `retryAfter`)', schema: { type: 'integer', minimum: 1 } } as const;
+
 /**
  * The URL a route is documented under. A route written as '/' under a prefix
  * is registered by Fastify with and without the trailing slash, as one route
@@ -69,6 +72,8 @@ const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head',
 function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
   const reference = { $ref: '#/components/schemas/ErrorResponse' };
   const answer = (description: string) => ({ description, content: { 'application/json': { schema: reference } } });
+  // Every budget's 429 carries it (plugins/errors.ts), the auth server's passed on too: clients that back off read it.
+  const refused = { ...answer('Refused: the body says why'), headers: { 'Retry-After': RETRY_AFTER } };
   const paths = Object.fromEntries(
     Object.entries(document.paths ?? {}).map(([path, operations]) => [
       path,
@@ -76,7 +81,7 @@ function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
         // A path item also holds `parameters`, `summary` and the like: only its operations get answers.
         Object.entries(operations).map(([key, value]) => [
           key,
-          HTTP_METHODS.has(key) ? { ...value, responses: { ...value.responses, '4XX': answer('Refused: the body says why'), '5XX': answer('Failed or unavailable') } } : value,
+          HTTP_METHODS.has(key) ? { ...value, responses: { ...value.responses, '4XX': refused, '5XX': answer('Failed or unavailable') } } : value,
         ]),
       ),
     ]),

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { csvStream, sendCsv } from '../../lib/csv.ts';
+import { rolesInWords, WEBSITE_READERS } from '../../lib/roles.ts';
 import { callerOf } from '../../plugins/auth.ts';
 import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
@@ -61,6 +62,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
 
   const tags = ['analytics'];
   const security: Array<Record<string, string[]>> = [{ bearer: [] }, { apiKey: [] }];
+  const readers = `${rolesInWords(WEBSITE_READERS)}, or the website's API key`;
 
   app.post(
     '/',
@@ -97,7 +99,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     '/',
     {
       onRequest: identifyAnalyticsCaller,
-      schema: { tags, security, summary: 'Summary of a website over whole UTC days', querystring: SummaryQuerySchema, response: { 200: SummaryResponseSchema } },
+      schema: { tags, security, summary: `Summary of a website over whole UTC days (${readers})`, querystring: SummaryQuerySchema, response: { 200: SummaryResponseSchema } },
     },
     async function summaryByQuery(request) {
       return summarize(request, request.query);
@@ -111,7 +113,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       schema: {
         tags,
         security,
-        summary: 'Summary of one website (same as GET /api/analytics)',
+        summary: `Summary of one website, same as GET /api/analytics (${readers})`,
         params: WebsiteSummaryParamsSchema,
         querystring: WebsiteSummaryQuerySchema,
         response: { 200: SummaryResponseSchema },
@@ -129,7 +131,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       schema: {
         tags,
         security,
-        summary: 'Visitors active in the last 5 minutes, per website',
+        summary: `Visitors active in the last 5 minutes, per website (${rolesInWords(WEBSITE_READERS)}, or a website's API key)`,
         querystring: LiveQuerySchema,
         response: { 200: LiveVisitorsResponseSchema },
       },
@@ -143,7 +145,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     '/date-range',
     {
       onRequest: identifyAnalyticsCaller,
-      schema: { tags, security, summary: 'Daily page views, visitors and sessions, zero days included', querystring: DateRangeQuerySchema, response: { 200: DailySeriesResponseSchema } },
+      schema: { tags, security, summary: `Daily page views, visitors and sessions, zero days included (${readers})`, querystring: DateRangeQuerySchema, response: { 200: DailySeriesResponseSchema } },
     },
     async function dailySeries(request) {
       const { websiteId, startDate, endDate } = request.query;

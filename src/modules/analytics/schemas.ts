@@ -34,7 +34,9 @@ export const PAGE_MAX_BYTES = 2048;
 const page = requiredString('Page')
   .min(1, 'Page is required')
   .refine((value) => Buffer.byteLength(value) <= PAGE_MAX_BYTES, `Page must be at most ${PAGE_MAX_BYTES} bytes as UTF-8`)
-  .refine(isStorableText, 'Page must not contain NUL characters or unpaired surrogates');
+  .refine(isStorableText, 'Page must not contain NUL characters or unpaired surrogates')
+  // JSON Schema counts characters; 2,048 bytes are at most 2,048 of them.
+  .meta({ maxLength: PAGE_MAX_BYTES, description: `The page's path; utm_* tags in its query string are read as the campaign and taken out of it; at most ${PAGE_MAX_BYTES} bytes as UTF-8` });
 
 export const RecordEventBodySchema = z.object({
   // Any string: an id that is not one of our websites is simply not found (404).
@@ -52,6 +54,9 @@ export const RecordEventBodySchema = z.object({
   userId: text('User id', 128).nullish(),
   metadata: boundedJsonObject('Metadata', METADATA_MAX_BYTES)
     .refine(hasCountableLoadTime, `loadTime must be a number of milliseconds from 0 to ${LOAD_TIME_MAX_MS}`)
+    .meta({
+      description: `At most ${METADATA_MAX_BYTES} bytes as JSON; keys at most 100 characters; a numeric loadTime is milliseconds from 0 to ${LOAD_TIME_MAX_MS}`,
+    })
     .nullish(),
 });
 export type RecordEventBody = z.infer<typeof RecordEventBodySchema>;

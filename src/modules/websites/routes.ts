@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
-import { WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from '../../lib/roles.ts';
+import { rolesInWords, WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from '../../lib/roles.ts';
 import { callerOf } from '../../plugins/auth.ts';
 import {
   ApiKeyHeadersSchema,
@@ -25,12 +25,15 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
   await app.register(websiteDeletionPlugin, { config });
   const tags = ['websites'];
   const security = [{ bearer: [] }];
+  const readers = `(${rolesInWords(WEBSITE_READERS)})`;
+  const writers = `(${rolesInWords(WEBSITE_WRITERS)})`;
+  const deleters = `(${rolesInWords(WEBSITE_DELETERS)})`;
 
   app.post(
     '/',
     {
       onRequest: app.requireRole(...WEBSITE_WRITERS),
-      schema: { tags, security, summary: 'Create a website and its API key', body: CreateWebsiteBodySchema, response: { 201: CreatedWebsiteResponseSchema } },
+      schema: { tags, security, summary: `Create a website and its API key ${writers}`, body: CreateWebsiteBodySchema, response: { 201: CreatedWebsiteResponseSchema } },
     },
     async function createWebsite(request, reply) {
       const data = await websites.createWebsite(callerOf(request), request.body);
@@ -42,7 +45,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     '/',
     {
       onRequest: app.requireRole(...WEBSITE_READERS),
-      schema: { tags, security, summary: 'List websites, newest first', querystring: PaginationQuerySchema, response: { 200: ListWebsitesResponseSchema } },
+      schema: { tags, security, summary: `List websites, newest first ${readers}`, querystring: PaginationQuerySchema, response: { 200: ListWebsitesResponseSchema } },
     },
     async function listWebsites(request) {
       const { data, total } = await websites.listWebsites(callerOf(request), request.query);
@@ -85,7 +88,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     '/:id',
     {
       onRequest: app.requireRole(...WEBSITE_READERS),
-      schema: { tags, security, summary: 'One website', params: WebsiteIdParamsSchema, response: { 200: WebsiteResponseSchema } },
+      schema: { tags, security, summary: `One website ${readers}`, params: WebsiteIdParamsSchema, response: { 200: WebsiteResponseSchema } },
     },
     async function findWebsite(request) {
       return { success: true as const, data: await websites.findWebsite(callerOf(request), request.params.id) };
@@ -96,7 +99,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     '/:id',
     {
       onRequest: app.requireRole(...WEBSITE_WRITERS),
-      schema: { tags, security, summary: 'Update a website', params: WebsiteIdParamsSchema, body: UpdateWebsiteBodySchema, response: { 200: WebsiteResponseSchema } },
+      schema: { tags, security, summary: `Update a website ${writers}`, params: WebsiteIdParamsSchema, body: UpdateWebsiteBodySchema, response: { 200: WebsiteResponseSchema } },
     },
     async function changeWebsite(request) {
       return { success: true as const, data: await websites.changeWebsite(callerOf(request), request.params.id, request.body) };
@@ -110,7 +113,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
       schema: {
         tags,
         security,
-        summary: 'Replace the API key of a website (the old key stops working at once)',
+        summary: `Replace the API key of a website, the old key stops working at once ${writers}`,
         params: WebsiteIdParamsSchema,
         response: { 200: CreatedWebsiteResponseSchema },
       },
@@ -125,7 +128,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     '/:id',
     {
       onRequest: app.requireRole(...WEBSITE_DELETERS),
-      schema: { tags, security, summary: 'Delete a website with its analytics (its API key stops working at once)', params: WebsiteIdParamsSchema, response: { 200: MessageResponseSchema } },
+      schema: { tags, security, summary: `Delete a website with its analytics, its API key stops working at once ${deleters}`, params: WebsiteIdParamsSchema, response: { 200: MessageResponseSchema } },
     },
     async function removeWebsite(request) {
       await websites.removeWebsite(callerOf(request), request.params.id);
