@@ -252,6 +252,24 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/update-password', { token, newPassword: 'third-secret' })).status).toBe(400);
   });
 
+  it('reset asked for twice at once (a double click): one e-mail is sent, the other request is 429, and the link that came works', { timeout: 30_000 }, async () => {
+    const account = await signUp(base, 'reset-twice');
+    // The auth server's one-e-mail-a-minute check races itself: each request
+    // sent its own e-mail, each making the one before it void, so the first
+    // link the user opened answered `Invalid or expired reset token`.
+    const answers = await Promise.all([1, 2, 3].map(() => post('/api/auth/reset-password', { email: account.email })));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([200, 429, 429]);
+    for (const refused of answers.filter((answer) => answer.status === 429)) {
+      expect(refused.body).toEqual({ success: false, error: 'Too many requests. Please try again later.', statusCode: 429, retryAfter: 60 });
+    }
+    await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const mails = await messagesTo(account.email);
+    expect(mails).toHaveLength(1);
+    const token = new URL(mails[0].html.match(/href="([^"]+)"/)?.[1] ?? '').searchParams.get('token')!;
+    expect((await post('/api/auth/update-password', { token, newPassword: 'after-double-click' })).status).toBe(200);
+  });
+
   it('link: an id token of the OIDC issuer links a keycloak identity; another account cannot take it (409); garbage is 400', { timeout: 30_000 }, async () => {
     const owner = await signUp(base, 'link-owner');
     const idpEmail = uniqueEmail('idp');
@@ -265,6 +283,10 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     ]);
     // The caller's own token still works after linking.
     expect((await me(owner.accessToken)).status).toBe(200);
+    // The auth server's id-token grant opens a session of its own as it links;
+    // nobody holds its tokens, so it must not stay open: the caller's is the only one.
+    const sessions = await sql`select id from auth.sessions where user_id = ${owner.id}`;
+    expect(sessions.map((session) => session.id)).toEqual([decodeJwt(owner.accessToken).session_id]);
 
     const other = await signUp(base, 'link-other');
     const taken = await post('/api/auth/link', { provider: 'keycloak', token: await idTokenFor(auth!, idpEmail) }, other.accessToken);

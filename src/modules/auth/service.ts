@@ -40,6 +40,12 @@ export function createAuthService(deps: AuthServiceDeps) {
   /** Whether an account holds `email`; false when the database cannot say either. */
   const addressTaken = async (email: string) =>
     (await db.bounded(selectProfileByEmailElevated(db.sql, email)).catch(() => [])).length > 0;
+  /**
+   * Addresses whose reset e-mail this instance is asking for. The auth
+   * server's one-e-mail-a-minute check races itself: requests at once (a
+   * double click) each sent an e-mail, each voiding the link before it.
+   */
+  const resetsUnderWay = new Set<string>();
 
   return {
     async signUp(ip: string, input: { email: string; password: string; name: string }) {
@@ -110,8 +116,15 @@ export function createAuthService(deps: AuthServiceDeps) {
     async requestPasswordReset(ip: string, email: string) {
       const [known] = await db.bounded(selectProfileByEmailElevated(db.sql, email));
       if (!known) throw notFound('No user found with this email');
-      const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
-      if (error) fail(error, internalError());
+      // Answered as the auth server answers a second request within the minute.
+      if (resetsUnderWay.has(email)) throw new RateLimitError(60);
+      resetsUnderWay.add(email);
+      try {
+        const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
+        if (error) fail(error, internalError());
+      } finally {
+        resetsUnderWay.delete(email);
+      }
     },
 
     /** Sets a new password with the reset token from the e-mail, then ends every session of the user. */
@@ -149,7 +162,10 @@ export function createAuthService(deps: AuthServiceDeps) {
     /** Links an identity of `provider` (its OIDC id token, and the nonce it was issued for, if any) to the caller's account. */
     async linkIdentity(ip: string, accessToken: string, { provider, token, nonce }: { provider: string; token: string; nonce?: string }) {
       if (!deps.linkProviders.includes(provider)) throw badRequest('Unsupported provider');
-      const { error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token, nonce });
+      const { data, error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token, nonce });
+      // The id-token grant opens a new session as it links; nobody is handed
+      // its tokens, so it is ended rather than left open for 30 days.
+      if (data?.session) await supabase.forRequest(ip).auth.admin.signOut(data.session.access_token, 'local').catch(() => {});
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
           identity_already_exists: conflict('Identity is already linked to an account'),
