@@ -101,10 +101,11 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
 
   /**
    * After the profile's rename, in a transaction of the auth server's own: the
-   * metadata trigger then finds the profile already renamed, and an admin's
-   * rename in the dashboard at the same moment wins in both places (the
-   * trigger copies the metadata's name to the profile) instead of the two
-   * disagreeing. The rename has happened either way: a failure is logged.
+   * metadata trigger then finds the profile already renamed, and of two
+   * renames at the same moment (here and in the dashboard) the one whose
+   * metadata is written last holds in both places (the trigger copies the
+   * metadata's name to the profile) instead of the two disagreeing. The
+   * rename has happened either way: a failure is logged.
    */
   async function writeNameToAuthMetadata(id: string, name: string, log: FastifyBaseLogger): Promise<void> {
     if (!supabase.canAdminister) return; // the start has warned about the missing service-role key
