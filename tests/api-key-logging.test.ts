@@ -1,28 +1,17 @@
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../src/app.ts';
 import { createWebsite } from './support/analytics.ts';
-import { testConfig } from './support/app.ts';
+import { buildTestAppWithLog } from './support/app.ts';
 
 // A website's API key is a credential: it must never reach a log line, also
 // when it travels in the path of GET /api/websites/api-key/:apiKey, and it
 // can be sent in the X-API-Key header instead.
 
-const lines: string[] = [];
+let lines: string[] = [];
 let app: FastifyInstance;
 
 beforeAll(async () => {
-  const capture = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(String(chunk));
-      done();
-    },
-  });
-  app = await buildApp(
-    { config: testConfig({ RATE_LIMIT_GENERAL_PER_15MIN: '3' }), rateLimit: { redisNamespace: `test-api-key-logs-${Date.now()}:` } },
-    { logger: { level: 'debug', customLevels: { http: 25 }, stream: capture } },
-  );
+  ({ app, lines } = await buildTestAppWithLog({ RATE_LIMIT_GENERAL_PER_15MIN: '3' }, 'debug'));
 });
 afterAll(async () => app?.close());
 

@@ -109,28 +109,17 @@ describe('auth context with the database unreachable', () => {
 const SUPABASE_URL = 'http://127.0.0.1:54321';
 
 /** An app that knows SUPABASE_URL's auth server, and the SUPABASE_JWT_SECRET warnings it logs. */
-async function appWithSecretWarnings(label: string) {
-  const { Writable } = await import('node:stream');
-  const { buildApp } = await import('../src/app.ts');
-  const { testConfig } = await import('./support/app.ts');
-  const lines: { level: number; msg: string }[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(JSON.parse(String(chunk)));
-      done();
-    },
-  });
-  const app = await buildApp(
-    { config: testConfig({ SUPABASE_URL, SUPABASE_ANON_KEY: 'anon' }), rateLimit: { redisNamespace: `test-${label}-${Date.now()}:` } },
-    { logger: { level: 'warn', customLevels: { http: 25 }, stream } },
-  );
+async function appWithSecretWarnings() {
+  const { buildTestAppWithLog } = await import('./support/app.ts');
+  const { app, lines } = await buildTestAppWithLog({ SUPABASE_URL, SUPABASE_ANON_KEY: 'anon' }, 'warn');
   const me = (token: string) => app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${token}` } });
-  return { app, me, warnings: () => lines.filter((line) => line.msg.includes('SUPABASE_JWT_SECRET')) };
+  const entries = () => lines.map((line) => JSON.parse(line) as { level: number; msg: string });
+  return { app, me, warnings: () => entries().filter((line) => line.msg.includes('SUPABASE_JWT_SECRET')) };
 }
 
 describe('a project JWT secret that is not the auth server’s', () => {
   it('refuses its tokens (401) and says in the log, at most once a minute, that SUPABASE_JWT_SECRET is probably wrong', async () => {
-    const { app, me, warnings } = await appWithSecretWarnings('wrong-secret');
+    const { app, me, warnings } = await appWithSecretWarnings();
     try {
       // Signed by the auth server with its own secret: not the one this API was given.
       const fromTheAuthServer = () => supabaseToken({ iss: `${SUPABASE_URL}/auth/v1` }, 'the-auth-servers-own-secret-0123456789abcdef');
@@ -150,7 +139,7 @@ describe('a forged token naming our auth server as its issuer', () => {
     // Anyone can sign a token with `iss` set to SUPABASE_URL's auth server and a key of their own.
     // With the right secret in place (a real token verified a moment ago), logging that the
     // secret is "probably not that project's" told the operator to change a working setting.
-    const { app, me, warnings } = await appWithSecretWarnings('forged-issuer');
+    const { app, me, warnings } = await appWithSecretWarnings();
     try {
       // A real user's token, signed with the secret the API has: it verifies (its session is unknown here, so it is refused all the same).
       await me(await supabaseToken({ iss: `${SUPABASE_URL}/auth/v1` }));

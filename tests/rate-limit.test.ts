@@ -1,12 +1,10 @@
 import { connect, createServer, type Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inRateLimitGroup } from '../src/plugins/rate-limit.ts';
-import { buildApp } from '../src/app.ts';
 import { freePort } from '../scripts/stack/free-port.ts';
-import { buildTestApp, testConfig } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog } from './support/app.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 
 // SPEC section 8 limits, with the counters in memory and in Redis. Real
@@ -162,19 +160,9 @@ describe('a Redis outage', () => {
 
 describe('the log of a Redis outage', () => {
   it('says when Redis fails and, once, when it answers again', async () => {
-    const lines: string[] = [];
-    const capture = new Writable({
-      write(chunk, _encoding, done) {
-        lines.push(String(chunk));
-        done();
-      },
-    });
     // Redis behind a port where nothing listens at first; then a proxy to the real one opens there.
     const port = await freePort();
-    const app = await buildApp(
-      { config: testConfig({ REDIS_URL: `redis://127.0.0.1:${port}` }), rateLimit: { redisNamespace: `test-redis-log-${Date.now()}:` } },
-      { logger: { level: 'info', stream: capture } },
-    );
+    const { app, lines } = await buildTestAppWithLog({ REDIS_URL: `redis://127.0.0.1:${port}` });
     const sockets = new Set<Socket>();
     const proxy = createServer((client) => {
       const redis = connect(6379, '127.0.0.1');

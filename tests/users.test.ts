@@ -1,13 +1,11 @@
-import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../scripts/stack/free-port.ts';
-import { buildApp } from '../src/app.ts';
 import type { Caller } from '../src/plugins/auth.ts';
 import { canSetUserRoles } from '../src/modules/roles/permissions.ts';
 import { canChangeUserEmail, canCreateUser, canRenameUser, canViewUser } from '../src/modules/users/permissions.ts';
 import { expectRefused, useAdminApp } from './support/admin-auth.ts';
-import { testConfig } from './support/app.ts';
+import { buildTestAppWithLog } from './support/app.ts';
 import { asUser, createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { call, realAuth, signUp, useRealAuthApp } from './support/real-auth.ts';
 
@@ -158,13 +156,11 @@ describe('PUT /api/users/:id', () => {
   });
 
   it("renames the profile when the auth server cannot take the name into the account's metadata, and says so in the log", async () => {
-    const lines: string[] = [];
-    const capture = new Writable({ write: (chunk, _encoding, done) => (lines.push(String(chunk)), done()) });
     // Nothing listens on this port: each call to the auth server is refused.
     const unreachable = `http://127.0.0.1:${await freePort()}`;
-    const withAuth = await buildApp(
-      { config: testConfig({ SUPABASE_URL: unreachable, SUPABASE_ANON_KEY: 'anon-key', SUPABASE_SERVICE_ROLE_KEY: 'service-role-key' }), rateLimit: { redisNamespace: `test-users-rename-${Date.now()}:` } },
-      { logger: { level: 'warn', stream: capture } },
+    const { app: withAuth, lines } = await buildTestAppWithLog(
+      { SUPABASE_URL: unreachable, SUPABASE_ANON_KEY: 'anon-key', SUPABASE_SERVICE_ROLE_KEY: 'service-role-key' },
+      'warn',
     );
     try {
       const user = await createAuthUser(sql, { name: 'Before Rename' });

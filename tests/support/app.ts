@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp } from '../../src/app.ts';
@@ -46,4 +47,26 @@ export async function buildTestApp(
     { config: testConfig(overrides), rateLimit: { redisNamespace: `test-rate-limit:${randomBytes(6).toString('hex')}:` } },
     { extend },
   );
+}
+
+/**
+ * Builds the app with its log captured: `lines` holds each JSON line as
+ * written, for the tests of what the log says (or must never say).
+ */
+export async function buildTestAppWithLog(
+  overrides: Parameters<typeof testConfig>[0] = {},
+  level = 'info',
+): Promise<{ app: FastifyInstance; lines: string[] }> {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const app = await buildApp(
+    { config: testConfig(overrides), rateLimit: { redisNamespace: `test-logged:${randomBytes(6).toString('hex')}:` } },
+    { logger: { level, customLevels: { http: 25 }, stream } },
+  );
+  return { app, lines };
 }
