@@ -22,8 +22,9 @@ function tag(raw: string | undefined): string | null {
 
 /** The page without its utm_* parameters, and the campaign they named. */
 export function readCampaign(page: string): { page: string; campaign: Campaign } {
-  // Most events carry no tags: no parsing for them.
-  if (!page.includes('utm_')) return { page, campaign: NONE };
+  // Most events carry no tags: no parsing for them. A tag's name is either
+  // written out or holds an escape (utm%5Fsource), so a page with neither has none.
+  if (!page.includes('utm_') && !page.includes('%')) return { page, campaign: NONE };
   const hashAt = page.indexOf('#');
   const beforeHash = hashAt === -1 ? page : page.slice(0, hashAt);
   const hash = hashAt === -1 ? '' : page.slice(hashAt);
@@ -39,6 +40,8 @@ export function readCampaign(page: string): { page: string; campaign: Campaign }
     if (name === undefined || !UTM_PARAMETERS.has(name)) kept.push(pair);
     else if (!tags.has(name)) tags.set(name, value ?? '');
   }
+  // A page that names no tag is stored as sent ('/p?' keeps its '?').
+  if (tags.size === 0) return { page, campaign: NONE };
   const campaign = { utmSource: tag(tags.get('utm_source')), utmMedium: tag(tags.get('utm_medium')), utmCampaign: tag(tags.get('utm_campaign')) };
   const rest = kept.join('&');
   const stripped = `${beforeHash.slice(0, queryAt)}${rest ? `?${rest}` : ''}${hash}`;
