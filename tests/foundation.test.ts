@@ -88,6 +88,26 @@ describe('app foundation', () => {
     expect(response.json()).toEqual({ success: false, error: 'Malformed JSON in request body', statusCode: 400 });
   });
 
+  it('well-formed JSON with a __proto__ or constructor.prototype key is refused naming the field, not called malformed', async () => {
+    const ingest = (payload: string) => app.inject({ method: 'POST', url: '/api/analytics', headers: { 'content-type': 'application/json' }, payload });
+    for (const [payload, field] of [
+      ['{"websiteId":"x","metadata":{"__proto__":{"admin":true}}}', 'metadata'],
+      ['{"websiteId":"x","metadata":{"a":[{"constructor":{"prototype":{"admin":true}}}]}}', 'metadata'],
+      ['{"__proto__":{"admin":true}}', 'body'],
+    ] as const) {
+      const response = await ingest(payload);
+      expect([response.statusCode, response.json()], payload).toEqual([
+        400,
+        { success: false, error: 'Validation failed', statusCode: 400, details: { [field]: ['Must not contain the key "__proto__", or "constructor" holding "prototype"'] } },
+      ]);
+    }
+    // A key merely named constructor is data, and broken JSON is still malformed.
+    const constructorKey = await ingest('{"websiteId":"x","metadata":{"constructor":"mine"}}');
+    expect(constructorKey.json().error).not.toBe('Malformed JSON in request body');
+    const broken = await ingest('{"__proto__": ');
+    expect(broken.json()).toEqual({ success: false, error: 'Malformed JSON in request body', statusCode: 400 });
+  });
+
   it('a JSON body must be UTF-8: another charset is 415, bytes that are not UTF-8 are 400, never stored as U+FFFD', async () => {
     const signIn = (contentType: string, payload: string | Buffer) =>
       app.inject({ method: 'POST', url: '/api/auth/signin', headers: { 'content-type': contentType }, payload });

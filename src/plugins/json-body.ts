@@ -4,7 +4,8 @@ import fp from 'fastify-plugin';
 import { AppError, validationFailed } from '../lib/errors.ts';
 
 // JSON bodies are parsed by Fastify's own parser (which refuses __proto__ and
-// constructor poisoning), an empty one counting as no body, then refused when
+// constructor poisoning, answered here as a validation error naming the
+// field), an empty one counting as no body, then refused when
 // they nest deeper than any route needs (validating or serialising a value
 // thousands of levels deep exhausts the stack: a 500 from 10 KB of brackets),
 // or when any string in them holds what Postgres cannot store: a NUL
@@ -65,6 +66,34 @@ function unstorableFields(body: unknown): Map<string, string> {
   return found;
 }
 
+const POISON_MESSAGE = 'Must not contain the key "__proto__", or "constructor" holding "prototype"';
+
+/**
+ * For a body Fastify's parser refused: when the text is well-formed JSON, the
+ * top-level field (or `body`) holding the key it refuses, `__proto__` or a
+ * `constructor` with a `prototype`. Undefined when the JSON is malformed.
+ * (JSON.parse itself makes such keys plain data, so reading them is safe.)
+ */
+function poisonedField(text: string): string | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const stack: { value: unknown; field: string | undefined }[] = [{ value, field: undefined }];
+  while (stack.length > 0) {
+    const { value: item, field } = stack.pop()!;
+    if (item === null || typeof item !== 'object') continue;
+    for (const [key, child] of Object.entries(item)) {
+      const poison = key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype'));
+      if (poison) return field ?? 'body';
+      stack.push({ value: child, field: field ?? key });
+    }
+  }
+  return undefined;
+}
+
 /** The `charset` of a Content-Type header, lower case; undefined when it names none. */
 function charsetOf(contentType: string | undefined): string | undefined {
   return /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
@@ -90,7 +119,11 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
     // (sign out, say): that is no body, not malformed JSON.
     if (BLANK.test(text)) return done(null, undefined);
     parse(request, text, (error: Error | null, value?: unknown) => {
-      if (error) return done(error, undefined);
+      if (error) {
+        // Fastify's parser calls a poisoning key malformed JSON; the client is told which field holds it.
+        const poisoned = poisonedField(text);
+        return done(poisoned === undefined ? error : validationFailed({ [poisoned]: [POISON_MESSAGE] }), undefined);
+      }
       const deep = tooDeep(value);
       if (deep !== undefined) return done(validationFailed({ [deep]: [`Must be nested at most ${MAX_BODY_DEPTH} levels deep`] }), undefined);
       // Either can only come from an escape in the text; most bodies have none.
