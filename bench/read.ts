@@ -14,7 +14,7 @@ import { compiledServer, goal, machine, type Measured, measure, otherBenchmarks,
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 
-// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
+// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --rate-rounds=3 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
 //
 // 1. Read: the feedback list (the service method behind GET
 //    /api/feedback/get-feedback, 20 of N rows, with its count) as an admin's
@@ -22,8 +22,8 @@ import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 //    bare route returning a constant, and the real route with the legacy
 //    admin token: req/s, p50, p99 at a fixed number of connections (two
 //    rounds in opposite order, averaged), then each at a fixed 1k req/s,
-//    evenly spaced (bench/fixed-rate.ts), after a full collection and with
-//    the collections during it counted, and in autocannon's rate mode (the
+//    evenly spaced (bench/fixed-rate.ts; three rounds, the median p99 taken),
+//    after a full collection and with the collections during it counted, and in autocannon's rate mode (the
 //    second's requests in a burst at its start) for comparison with earlier runs.
 // 2. Soak: public feedback submission (limits raised, notifications sent to
 //    the stack's SMTP sink), analytics ingestion, the admin list and /health
@@ -40,6 +40,7 @@ const DURATION_S = Number(args.duration ?? 10);
 const WARMUP_S = 3;
 const CONNECTIONS = Number(args.connections ?? 10);
 const FIXED_RATE = Number(args.rate ?? 1000);
+const FIXED_RATE_ROUNDS = Number(args['rate-rounds'] ?? 3);
 const SOAK_S = Number(args.soak ?? 60);
 const SOAK_RATE = Number(args['soak-rate'] ?? 400);
 const FEEDBACK_ROWS = Number(args.feedback ?? 1000);
@@ -138,14 +139,23 @@ async function readPhase(url: string, adminToken: string, pid: number) {
   ) as Record<Name, number>;
 
   // Evenly spaced; each latency from when the request was issued, a wait for a busy connection included (bench/fixed-rate.ts).
-  const fixedRate = {} as Record<Name, Measured>;
-  const collections = {} as Record<Name, Collections>;
-  for (const name of Object.keys(routes) as Name[]) {
-    log(`${name}: ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
-    const before = await gcCounters(url, { collect: true });
-    fixedRate[name] = await measureAtFixedRate({ url, rate: FIXED_RATE, durationS: DURATION_S, connections: CONNECTIONS, request: () => routes[name] });
-    collections[name] = collectionsBetween(before, await gcCounters(url), fixedRate[name].total);
+  // In FIXED_RATE_ROUNDS rounds, the order turned each round, and each route's round with the
+  // median p99 taken: a stall of the shared machine inside one window decided the ratio in two
+  // runs on 2026-11-26 (docs/performance.md). Every round's p99 is kept in the results.
+  const names = Object.keys(routes) as Name[];
+  const fixedRateRounds = Object.fromEntries(names.map((name) => [name, []])) as unknown as Record<Name, { measured: Measured; collections: Collections }[]>;
+  for (let round = 0; round < FIXED_RATE_ROUNDS; round += 1) {
+    for (const name of [...names.slice(round % names.length), ...names.slice(0, round % names.length)]) {
+      log(`round ${round + 1}/${FIXED_RATE_ROUNDS}: ${name}, ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
+      const before = await gcCounters(url, { collect: true });
+      const measured = await measureAtFixedRate({ url, rate: FIXED_RATE, durationS: DURATION_S, connections: CONNECTIONS, request: () => routes[name] });
+      fixedRateRounds[name].push({ measured, collections: collectionsBetween(before, await gcCounters(url), measured.total) });
+    }
   }
+  const medianRound = (name: Name) => [...fixedRateRounds[name]].sort((a, b) => a.measured.p99Ms - b.measured.p99Ms)[Math.floor((FIXED_RATE_ROUNDS - 1) / 2)];
+  const fixedRate = Object.fromEntries(names.map((name) => [name, medianRound(name).measured])) as Record<Name, Measured>;
+  const collections = Object.fromEntries(names.map((name) => [name, medianRound(name).collections])) as Record<Name, Collections>;
+  const fixedRateRoundsP99Ms = Object.fromEntries(names.map((name) => [name, fixedRateRounds[name].map((round) => round.measured.p99Ms)])) as Record<Name, number[]>;
   // The same rate in autocannon's rate mode, as the runs before 2026-11-23 (late
   // night) took it: each second starts with a saturated burst of FIXED_RATE requests.
   const burstEachSecond = {} as Record<Name, Measured>;
@@ -153,7 +163,7 @@ async function readPhase(url: string, adminToken: string, pid: number) {
     log(`${name}: ${DURATION_S}s in autocannon's rate mode, ${FIXED_RATE} requests at the start of each second`);
     burstEachSecond[name] = await measure({ ...target(name), connections: CONNECTIONS, overallRate: FIXED_RATE, duration: DURATION_S });
   }
-  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, serverCpuUsPerRequest, fixedRate, collections, burstEachSecond };
+  return { paths: Object.fromEntries(Object.entries(routes).map(([name, r]) => [name, r.path])), rounds, throughput, serverCpuUsPerRequest, fixedRate, fixedRateRoundsP99Ms, collections, burstEachSecond };
 }
 
 interface GcCounters {
@@ -313,11 +323,12 @@ async function main() {
     const host = await machine(pg.version as string);
 
     const read = await readPhase(server.url, adminToken, pid);
-    const { throughput: t, fixedRate: f, burstEachSecond: b, serverCpuUsPerRequest: c, collections: gc } = read;
+    const { throughput: t, fixedRate: f, fixedRateRoundsP99Ms: fr, burstEachSecond: b, serverCpuUsPerRequest: c, collections: gc } = read;
+    const roundsOf = (values: number[]) => `rounds ${values.join(', ')}`;
     const readReport = {
       date: new Date().toISOString(),
       machine: host,
-      setup: { feedbackRows: FEEDBACK_ROWS, page: 'limit 20, offset 0, with count', connections: CONNECTIONS, pipelining: 1, durationSeconds: DURATION_S, rounds: 2, fixedRate: FIXED_RATE, logLevel: 'silent' },
+      setup: { feedbackRows: FEEDBACK_ROWS, page: 'limit 20, offset 0, with count', connections: CONNECTIONS, pipelining: 1, durationSeconds: DURATION_S, rounds: 2, fixedRate: FIXED_RATE, fixedRateRounds: FIXED_RATE_ROUNDS, logLevel: 'silent' },
       ...read,
       ratios: {
         rlsVsNoRls: ratio(t.rls.requestsPerSecond, t.noRls.requestsPerSecond),
@@ -406,14 +417,20 @@ async function main() {
         'for the analysis',
         null,
       ),
-      goal(`p99 at a fixed ${FIXED_RATE} req/s: real route ÷ constant route`, `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', p99Ratio <= 2, p99Ratio),
       goal(
-        `garbage collections in the ${DURATION_S} s at a fixed ${FIXED_RATE} req/s: real route; constant route`,
+        `p99 at a fixed ${FIXED_RATE} req/s: real route ÷ constant route (median of ${FIXED_RATE_ROUNDS} rounds each)`,
+        `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms (${roundsOf(fr.realRoute)}; ${roundsOf(fr.bare)})`,
+        '≤ 2×',
+        p99Ratio <= 2,
+        p99Ratio,
+      ),
+      goal(
+        `garbage collections in the ${DURATION_S} s at a fixed ${FIXED_RATE} req/s (the median round): real route; constant route`,
         `${describeCollections(gc.realRoute)}; ${describeCollections(gc.bare)}`,
         'for the analysis',
         null,
       ),
-      goal(`p99 at a fixed ${FIXED_RATE} req/s: RLS list ÷ constant route`, `${f.rls.p99Ms} ms ÷ ${f.bare.p99Ms} ms`, '≤ 2×', rlsP99Ratio <= 2, rlsP99Ratio),
+      goal(`p99 at a fixed ${FIXED_RATE} req/s: RLS list ÷ constant route`, `${f.rls.p99Ms} ms ÷ ${f.bare.p99Ms} ms (${roundsOf(fr.rls)})`, '≤ 2×', rlsP99Ratio <= 2, rlsP99Ratio),
       goal(
         `p99 with ${FIXED_RATE} requests at the start of each second (autocannon's rate mode): real route, constant route`,
         `${b.realRoute.p99Ms} ms, ${b.bare.p99Ms} ms`,
