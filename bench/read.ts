@@ -23,8 +23,9 @@ import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 //    admin token: req/s, p50, p99 at a fixed number of connections (two
 //    rounds in opposite order, averaged), then each at a fixed 1k req/s,
 //    evenly spaced (bench/fixed-rate.ts; three rounds, the median p99 taken),
-//    after a full collection and with the collections during it counted, and in autocannon's rate mode (the
-//    second's requests in a burst at its start) for comparison with earlier runs.
+//    after a full collection and with the collections during it counted, and
+//    in autocannon's rate mode (the second's requests in a burst at its start)
+//    for comparison with earlier runs.
 // 2. Soak: public feedback submission (limits raised, notifications sent to
 //    the stack's SMTP sink), analytics ingestion, the admin list and /health
 //    at a fixed rate, evenly spaced: errors, p99, the server's RSS before, during, after;
@@ -143,19 +144,23 @@ async function readPhase(url: string, adminToken: string, pid: number) {
   // median p99 taken: a stall of the shared machine inside one window decided the ratio in two
   // runs on 2026-11-26 (docs/performance.md). Every round's p99 is kept in the results.
   const names = Object.keys(routes) as Name[];
-  const fixedRateRounds = Object.fromEntries(names.map((name) => [name, []])) as unknown as Record<Name, { measured: Measured; collections: Collections }[]>;
+  const fixedRateRounds: Partial<Record<Name, { measured: Measured; collections: Collections }[]>> = {};
   for (let round = 0; round < FIXED_RATE_ROUNDS; round += 1) {
     for (const name of [...names.slice(round % names.length), ...names.slice(0, round % names.length)]) {
       log(`round ${round + 1}/${FIXED_RATE_ROUNDS}: ${name}, ${DURATION_S}s at a fixed ${FIXED_RATE} req/s`);
       const before = await gcCounters(url, { collect: true });
       const measured = await measureAtFixedRate({ url, rate: FIXED_RATE, durationS: DURATION_S, connections: CONNECTIONS, request: () => routes[name] });
-      fixedRateRounds[name].push({ measured, collections: collectionsBetween(before, await gcCounters(url), measured.total) });
+      (fixedRateRounds[name] ??= []).push({ measured, collections: collectionsBetween(before, await gcCounters(url), measured.total) });
     }
   }
-  const medianRound = (name: Name) => [...fixedRateRounds[name]].sort((a, b) => a.measured.p99Ms - b.measured.p99Ms)[Math.floor((FIXED_RATE_ROUNDS - 1) / 2)];
-  const fixedRate = Object.fromEntries(names.map((name) => [name, medianRound(name).measured])) as Record<Name, Measured>;
-  const collections = Object.fromEntries(names.map((name) => [name, medianRound(name).collections])) as Record<Name, Collections>;
-  const fixedRateRoundsP99Ms = Object.fromEntries(names.map((name) => [name, fixedRateRounds[name].map((round) => round.measured.p99Ms)])) as Record<Name, number[]>;
+  const fixedRate = {} as Record<Name, Measured>;
+  const collections = {} as Record<Name, Collections>;
+  const fixedRateRoundsP99Ms = {} as Record<Name, number[]>;
+  for (const name of names) {
+    const byP99 = [...fixedRateRounds[name]!].sort((a, b) => a.measured.p99Ms - b.measured.p99Ms);
+    ({ measured: fixedRate[name], collections: collections[name] } = byP99[Math.floor((byP99.length - 1) / 2)]);
+    fixedRateRoundsP99Ms[name] = fixedRateRounds[name]!.map((round) => round.measured.p99Ms);
+  }
   // The same rate in autocannon's rate mode, as the runs before 2026-11-23 (late
   // night) took it: each second starts with a saturated burst of FIXED_RATE requests.
   const burstEachSecond = {} as Record<Name, Measured>;
