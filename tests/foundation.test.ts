@@ -108,6 +108,17 @@ describe('app foundation', () => {
     expect(broken.json()).toEqual({ success: false, error: 'Malformed JSON in request body', statusCode: 400 });
   });
 
+  it('a body that is not an object is refused under details.body, as the other whole-body checks name it', async () => {
+    // (`null` reads as a body with no fields: each required one is named.)
+    for (const payload of ['[]', '"text"', '42']) {
+      const response = await app.inject({ method: 'POST', url: '/api/feedback', headers: { 'content-type': 'application/json' }, payload });
+      expect(response.statusCode, payload).toBe(400);
+      const body = response.json();
+      expect([body.error, Object.keys(body.details)], payload).toEqual(['Validation failed', ['body']]);
+      expect(body.details.body, payload).toEqual([expect.any(String)]);
+    }
+  });
+
   it('a JSON body must be UTF-8: another charset is 415, bytes that are not UTF-8 are 400, never stored as U+FFFD', async () => {
     const signIn = (contentType: string, payload: string | Buffer) =>
       app.inject({ method: 'POST', url: '/api/auth/signin', headers: { 'content-type': contentType }, payload });

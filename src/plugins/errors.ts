@@ -10,10 +10,11 @@ import { AppError, type FieldErrors, fromPostgresError, RateLimitError } from '.
 
 type ValidationIssue = { instancePath?: string; message?: string };
 
-function detailsFrom(issues: ValidationIssue[]): FieldErrors {
+/** Field path to messages; an issue with the whole body (or query) is filed under its name, `body` or `querystring`. */
+function detailsFrom(issues: ValidationIssue[], context: string | undefined): FieldErrors {
   const details: FieldErrors = {};
   for (const issue of issues) {
-    const field = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.') || '_';
+    const field = (issue.instancePath ?? '').replace(/^\//, '').replaceAll('/', '.') || context || 'body';
     (details[field] ??= []).push(issue.message ?? 'Invalid value');
   }
   return details;
@@ -23,11 +24,11 @@ function detailsFrom(issues: ValidationIssue[]): FieldErrors {
 function describe(error: FastifyError | AppError | Error): { statusCode: number; message: string; details?: FieldErrors } {
   if (error instanceof AppError) return { statusCode: error.statusCode, message: error.message, details: error.details };
   if (hasZodFastifySchemaValidationErrors(error)) {
-    return { statusCode: 400, message: 'Validation failed', details: detailsFrom(error.validation) };
+    return { statusCode: 400, message: 'Validation failed', details: detailsFrom(error.validation, error.validationContext) };
   }
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    return { statusCode: 400, message: 'Validation failed', details: detailsFrom(fastifyError.validation) };
+    return { statusCode: 400, message: 'Validation failed', details: detailsFrom(fastifyError.validation, fastifyError.validationContext) };
   }
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
