@@ -380,7 +380,7 @@ describe('PUT /api/feedback/:id (admin triage)', () => {
   });
 
   it.each([
-    ['an empty body', {}, '_'],
+    ['an empty body', {}, 'body'],
     ['an unknown status', { status: 'closed' }, 'status'],
     ['resolvedBy with pending', { status: 'pending', resolvedBy: 'Ada' }, 'resolvedBy'],
     ['resolvedBy on pending feedback', { resolvedBy: 'Ada' }, 'resolvedBy'],
