@@ -13,7 +13,7 @@ import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { BENCH_BUILD, compiledServer } from './load.ts';
 
-// npm run bench:profile [-- --duration=10 --connections=50]
+// npm run bench:profile [-- --duration=10 --connections=50 --heap[=survivors]]
 //
 // Where a request's CPU time goes: the do-nothing POST route behind every
 // plugin of the app (bench/server.ts), the same route on a bare Fastify, the
@@ -25,19 +25,36 @@ import { BENCH_BUILD, compiledServer } from './load.ts';
 // start-up and warm-up would otherwise be divided among the measured requests.
 // Prints self time per request, by package or source file and by function, and
 // writes bench/results/profile.json; the .cpuprofile files can be opened in
-// Chrome DevTools or speedscope for a flame graph.
+// Chrome DevTools or speedscope for a flame graph. With --heap, the same loads
+// run under V8's sampling heap profiler instead: the bytes allocated per
+// request by where they were allocated (freed ones included), and what each
+// scavenge kept and promoted, which is what a scavenge costs; written to
+// bench/results/profile-heap.json and .cache/profiles/*.heapprofile. With
+// --heap=survivors, only what outlived a scavenge, by where it was allocated
+// (bench/results/profile-survivors.json).
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
 const DURATION_S = Number(args.duration ?? 10);
 const CONNECTIONS = Number(args.connections ?? 50);
+const KIND: 'cpu' | 'heap' = 'heap' in args ? 'heap' : 'cpu';
+const SURVIVORS_ONLY = args.heap === 'survivors';
 const log = (line: string) => console.log(`[bench:profile] ${line}`);
+const round2 = (value: number) => Math.round(value * 100) / 100;
 
 interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
   children?: number[];
+}
+interface HeapProfileNode {
+  callFrame: ProfileNode['callFrame'];
+  selfSize: number;
+  children: HeapProfileNode[];
+}
+interface HeapProfile {
+  head: HeapProfileNode;
 }
 interface CpuProfile {
   nodes: ProfileNode[];
@@ -83,6 +100,24 @@ function selfTimes(profile: CpuProfile) {
   return { byOwner, byFunction };
 }
 
+/** Sampled bytes allocated, summed by owner and by function: the same keys as selfTimes. */
+function selfBytes(profile: HeapProfile) {
+  const byOwner = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  const pending = [profile.head];
+  for (let node = pending.pop(); node; node = pending.pop()) {
+    pending.push(...node.children);
+    const { callFrame, selfSize } = node;
+    if (selfSize === 0 || callFrame.url === 'node:inspector') continue;
+    const owner = ownerOf(callFrame.url, callFrame.functionName);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + selfSize);
+    const where = callFrame.url ? `${owner}:${callFrame.lineNumber + 1}` : owner;
+    const name = `${callFrame.functionName || '(anonymous)'} ${where}`;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + selfSize);
+  }
+  return { byOwner, byFunction };
+}
+
 type Mode = 'bare' | 'app' | 'ingest' | 'feedbackList';
 const TITLES: Record<Mode, string> = {
   bare: 'Bare Fastify route',
@@ -111,10 +146,14 @@ function requestOf(mode: Mode, websiteId: string, adminToken: string): Pick<auto
 
 async function profileServer(mode: Mode, settings: Record<string, string>, dir: string, request: ReturnType<typeof requestOf>) {
   const serverMode = mode === 'bare' ? 'bare' : 'app';
-  const profileFile = path.join(dir, `${mode}.cpuprofile`);
+  const profileFile = path.join(dir, `${mode}.${KIND}profile`);
   const child: ChildProcess = spawn(process.execPath, [...serviceNodeFlags(), await compiledServer('bench/server.ts'), serverMode, JSON.stringify(settings)], {
     cwd: ROOT,
-    env: { ...process.env, BENCH_CPU_PROFILE: profileFile },
+    env: {
+      ...process.env,
+      [KIND === 'cpu' ? 'BENCH_CPU_PROFILE' : 'BENCH_HEAP_PROFILE']: profileFile,
+      ...(SURVIVORS_ONLY ? { BENCH_HEAP_SURVIVORS: '1' } : {}),
+    },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   // The server prints a line when it listens and one after each SIGUSR2 (profiler on, profile written).
@@ -146,15 +185,19 @@ async function profileServer(mode: Mode, settings: Record<string, string>, dir: 
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
   await exited;
-  const profile = JSON.parse(await readFile(profileFile, 'utf8')) as CpuProfile;
-  return { requests: result.requests.total, requestsPerSecond: Math.round(result.requests.average), profile };
+  const profile: unknown = JSON.parse(await readFile(profileFile, 'utf8'));
+  const collections = KIND === 'heap' ? (JSON.parse(await readFile(`${profileFile}.gc.json`, 'utf8')) as Record<string, number>) : undefined;
+  return { requests: result.requests.total, requestsPerSecond: Math.round(result.requests.average), profile, collections };
 }
 
+/** The largest entries, each per request: µs of CPU, or KiB allocated. */
 function table(entries: Map<string, number>, requests: number, top: number) {
+  const unit = KIND === 'cpu' ? 'usPerRequest' : 'kibPerRequest';
+  const scale = KIND === 'cpu' ? 1 : 1 / 1024;
   return [...entries]
     .sort((a, b) => b[1] - a[1])
     .slice(0, top)
-    .map(([name, micros]) => ({ name, usPerRequest: Math.round((micros / requests) * 100) / 100 }));
+    .map(([name, amount]) => ({ name, [unit]: round2((amount * scale) / requests) }) as { name: string } & Record<typeof unit, number>);
 }
 
 async function main() {
@@ -192,26 +235,48 @@ async function main() {
     for (const mode of ['bare', 'app', 'ingest', 'feedbackList'] as const) {
       const dir = path.join(work, mode);
       await mkdir(dir, { recursive: true });
-      log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under the CPU profiler`);
-      const { requests, requestsPerSecond, profile } = await profileServer(mode, settings, dir, requestOf(mode, website.id as string, adminToken));
-      const { byOwner, byFunction } = selfTimes(profile);
+      log(`${mode}: ${DURATION_S} s at ${CONNECTIONS} connections under the ${KIND === 'cpu' ? 'CPU' : 'sampling heap'} profiler`);
+      const { requests, requestsPerSecond, profile, collections } = await profileServer(mode, settings, dir, requestOf(mode, website.id as string, adminToken));
+      const { byOwner, byFunction } = KIND === 'cpu' ? selfTimes(profile as CpuProfile) : selfBytes(profile as HeapProfile);
       const total = [...byOwner.values()].reduce((a, b) => a + b, 0);
       const idle = byOwner.get('((idle))') ?? 0;
-      const busyPerRequest = Math.round(((total - idle) / requests) * 100) / 100;
-      console.log(`\n${TITLES[mode]}: ${requestsPerSecond} req/s, ${busyPerRequest} µs of CPU per request (idle excluded)`);
       const owners = table(byOwner, requests, 20).filter((row) => row.name !== '((idle))');
-      console.table(Object.fromEntries(owners.map((row) => [row.name, row.usPerRequest])));
       const functions = table(byFunction, requests, 25).filter((row) => !row.name.startsWith('((idle))'));
-      console.table(Object.fromEntries(functions.map((row) => [row.name, row.usPerRequest])));
-      results[mode] = { requestsPerSecond, requests, busyMicrosPerRequest: busyPerRequest, byOwner: owners, topFunctions: functions };
+      if (KIND === 'cpu') {
+        const busyPerRequest = round2((total - idle) / requests);
+        console.log(`\n${TITLES[mode]}: ${requestsPerSecond} req/s, ${busyPerRequest} µs of CPU per request (idle excluded)`);
+        results[mode] = { requestsPerSecond, requests, busyMicrosPerRequest: busyPerRequest, byOwner: owners, topFunctions: functions };
+      } else {
+        const kibPerRequest = round2(total / 1024 / requests);
+        const gc = collections!;
+        const scavenging = {
+          scavengesPer1000Requests: round2((gc.scavenges / requests) * 1000),
+          scavengeMsMean: round2(gc.scavengeMsMean),
+          survivedKibMean: round2(gc.survivedKibMean),
+          promotedKibMean: round2(gc.promotedKibMean),
+          newSpaceKib: round2(gc.newSpaceKib),
+          scavengeUsPerRequest: round2((gc.scavengeMsTotal * 1000) / requests),
+          otherCollections: gc.otherCollections,
+        };
+        console.log(`\n${TITLES[mode]}: ${requestsPerSecond} req/s, ${kibPerRequest} KiB ${SURVIVORS_ONLY ? 'outlived a scavenge' : 'allocated'} per request`);
+        console.log(
+          `  scavenges: ${scavenging.scavengesPer1000Requests} per 1,000 requests, ${scavenging.scavengeMsMean} ms each (${scavenging.scavengeUsPerRequest} µs a request); ` +
+            `each kept ${scavenging.survivedKibMean} KiB young and promoted ${scavenging.promotedKibMean} KiB (new space ${scavenging.newSpaceKib} KiB); ${gc.otherCollections} other collections`,
+        );
+        const sampled = SURVIVORS_ONLY ? { survivedScavengeKibPerRequest: kibPerRequest } : { allocatedKibPerRequest: kibPerRequest };
+        results[mode] = { requestsPerSecond, requests, ...sampled, collections: scavenging, byOwner: owners, topFunctions: functions };
+      }
+      console.table(Object.fromEntries(owners.map(({ name, ...amount }) => [name, Object.values(amount)[0]])));
+      console.table(Object.fromEntries(functions.map(({ name, ...amount }) => [name, Object.values(amount)[0]])));
       await mkdir(path.join(ROOT, '.cache/profiles'), { recursive: true });
-      await writeFile(path.join(ROOT, `.cache/profiles/${mode}.cpuprofile`), JSON.stringify(profile));
+      await writeFile(path.join(ROOT, `.cache/profiles/${mode}.${KIND}profile`), JSON.stringify(profile));
     }
+    const resultsFile = `bench/results/${KIND === 'cpu' ? 'profile' : SURVIVORS_ONLY ? 'profile-survivors' : 'profile-heap'}.json`;
     await writeFile(
-      path.join(ROOT, 'bench/results/profile.json'),
+      path.join(ROOT, resultsFile),
       `${JSON.stringify({ date: new Date().toISOString(), durationSeconds: DURATION_S, connections: CONNECTIONS, ...results }, null, 2)}\n`,
     );
-    log('bench/results/profile.json written; flame graphs: .cache/profiles/{bare,app,ingest,feedbackList}.cpuprofile (Chrome DevTools, speedscope)');
+    log(`${resultsFile} written; .cache/profiles/{bare,app,ingest,feedbackList}.${KIND}profile open in Chrome DevTools (and the CPU ones in speedscope)`);
   } finally {
     await rm(work, { recursive: true, force: true });
     await stack.stop();

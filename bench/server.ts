@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { Session } from 'node:inspector/promises';
+import { GCProfiler } from 'node:v8';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.ts';
 import { parseConfig } from '../src/config.ts';
@@ -39,28 +40,70 @@ async function start() {
  * For bench:profile: with BENCH_CPU_PROFILE set, SIGUSR2 starts V8's CPU
  * profiler (1 ms samples, as `--cpu-prof`) and the next SIGUSR2 stops it and
  * writes the profile there, so it holds the measured load alone: neither the
- * start (module loading) nor the warm-up. Each step prints a line.
+ * start (module loading) nor the warm-up. With BENCH_HEAP_PROFILE set instead,
+ * the same signals drive V8's sampling heap profiler (a sample every 32 KiB
+ * allocated, objects the collectors have freed kept in it): what the load
+ * allocates, and beside it (FILE.gc.json) what each collection kept: a
+ * scavenge's work is what survives it, not what was allocated. With
+ * BENCH_HEAP_SURVIVORS set too, the samples the scavenger freed are left out:
+ * the profile shows where what outlived a scavenge was allocated. Each step
+ * prints a line.
  */
-function profileOnSignal(file: string) {
+function profileOnSignal(kind: 'cpu' | 'heap', file: string) {
   const session = new Session();
   session.connect();
   let running = false;
+  const collections = new GCProfiler();
   process.on('SIGUSR2', async () => {
     if (!running) {
       running = true;
-      await session.post('Profiler.enable');
-      await session.post('Profiler.setSamplingInterval', { interval: 1000 });
-      await session.post('Profiler.start');
+      if (kind === 'cpu') {
+        await session.post('Profiler.enable');
+        await session.post('Profiler.setSamplingInterval', { interval: 1000 });
+        await session.post('Profiler.start');
+      } else {
+        await session.post('HeapProfiler.enable');
+        await session.post('HeapProfiler.startSampling', {
+          samplingInterval: 32 * 1024,
+          includeObjectsCollectedByMajorGC: true,
+          includeObjectsCollectedByMinorGC: !process.env.BENCH_HEAP_SURVIVORS,
+        });
+        collections.start();
+      }
       console.log(JSON.stringify({ profiling: true }));
       return;
     }
-    const { profile } = await session.post('Profiler.stop');
+    const { profile } = kind === 'cpu' ? await session.post('Profiler.stop') : await session.post('HeapProfiler.stopSampling');
     await writeFile(file, JSON.stringify(profile));
+    if (kind === 'heap') await writeFile(`${file}.gc.json`, JSON.stringify(summarizeCollections(collections.stop()?.statistics ?? [])));
     console.log(JSON.stringify({ profiling: false }));
   });
 }
 
-if (process.env.BENCH_CPU_PROFILE) profileOnSignal(process.env.BENCH_CPU_PROFILE);
+type Collection = { gcType: string; cost: number; beforeGC: HeapAt; afterGC: HeapAt };
+type HeapAt = { heapSpaceStatistics: { spaceName: string; spaceSize: number; spaceUsedSize: number }[] };
+
+/** Scavenges: how many, their pauses, what each kept young and what it promoted; the other collections counted. */
+function summarizeCollections(statistics: Collection[]) {
+  const space = (at: HeapAt, name: string) => at.heapSpaceStatistics.find((entry) => entry.spaceName === name);
+  const used = (at: HeapAt, name: string) => space(at, name)?.spaceUsedSize ?? 0;
+  const scavenges = statistics.filter((entry) => entry.gcType === 'Scavenge');
+  const others = statistics.filter((entry) => entry.gcType !== 'Scavenge');
+  const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0);
+  return {
+    scavenges: scavenges.length,
+    scavengeMsTotal: scavenges.reduce((sum, entry) => sum + entry.cost, 0) / 1000,
+    scavengeMsMean: mean(scavenges.map((entry) => entry.cost)) / 1000,
+    survivedKibMean: mean(scavenges.map((entry) => used(entry.afterGC, 'new_space'))) / 1024,
+    promotedKibMean: mean(scavenges.map((entry) => used(entry.afterGC, 'old_space') - used(entry.beforeGC, 'old_space'))) / 1024,
+    newSpaceKib: Math.max(0, ...scavenges.map((entry) => space(entry.beforeGC, 'new_space')?.spaceSize ?? 0)) / 1024,
+    otherCollections: others.length,
+    otherMsTotal: others.reduce((sum, entry) => sum + entry.cost, 0) / 1000,
+  };
+}
+
+if (process.env.BENCH_CPU_PROFILE) profileOnSignal('cpu', process.env.BENCH_CPU_PROFILE);
+else if (process.env.BENCH_HEAP_PROFILE) profileOnSignal('heap', process.env.BENCH_HEAP_PROFILE);
 const app = await start();
 const address = app.server.address();
 console.log(JSON.stringify({ port: typeof address === 'object' && address ? address.port : 0 }));
