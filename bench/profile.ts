@@ -80,42 +80,39 @@ function ownerOf(url: string, functionName: string): string {
   return file;
 }
 
+/** Amounts (µs, bytes) per frame, summed by owner and by function. */
+function tally(amounts: Iterable<[ProfileNode['callFrame'], number]>) {
+  const byOwner = new Map<string, number>();
+  const byFunction = new Map<string, number>();
+  for (const [callFrame, amount] of amounts) {
+    // The profiler's own start and stop (bench/server.ts) are not the server's work.
+    if (amount === 0 || callFrame.url === 'node:inspector') continue;
+    const owner = ownerOf(callFrame.url, callFrame.functionName);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + amount);
+    const where = callFrame.url ? `${owner}:${callFrame.lineNumber + 1}` : owner;
+    const name = `${callFrame.functionName || '(anonymous)'} ${where}`;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + amount);
+  }
+  return { byOwner, byFunction };
+}
+
 /** Self time in microseconds, summed by owner and by function. */
 function selfTimes(profile: CpuProfile) {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const self = new Map<number, number>();
   profile.samples.forEach((id, index) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0)));
-  const byOwner = new Map<string, number>();
-  const byFunction = new Map<string, number>();
-  for (const [id, micros] of self) {
-    const { callFrame } = byId.get(id)!;
-    // The profiler's own start and stop (bench/server.ts) are not the server's work.
-    if (callFrame.url === 'node:inspector') continue;
-    const owner = ownerOf(callFrame.url, callFrame.functionName);
-    byOwner.set(owner, (byOwner.get(owner) ?? 0) + micros);
-    const where = callFrame.url ? `${owner}:${callFrame.lineNumber + 1}` : owner;
-    const name = `${callFrame.functionName || '(anonymous)'} ${where}`;
-    byFunction.set(name, (byFunction.get(name) ?? 0) + micros);
-  }
-  return { byOwner, byFunction };
+  return tally([...self].map(([id, micros]) => [byId.get(id)!.callFrame, micros]));
 }
 
 /** Sampled bytes allocated, summed by owner and by function: the same keys as selfTimes. */
 function selfBytes(profile: HeapProfile) {
-  const byOwner = new Map<string, number>();
-  const byFunction = new Map<string, number>();
+  const frames: [ProfileNode['callFrame'], number][] = [];
   const pending = [profile.head];
   for (let node = pending.pop(); node; node = pending.pop()) {
     pending.push(...node.children);
-    const { callFrame, selfSize } = node;
-    if (selfSize === 0 || callFrame.url === 'node:inspector') continue;
-    const owner = ownerOf(callFrame.url, callFrame.functionName);
-    byOwner.set(owner, (byOwner.get(owner) ?? 0) + selfSize);
-    const where = callFrame.url ? `${owner}:${callFrame.lineNumber + 1}` : owner;
-    const name = `${callFrame.functionName || '(anonymous)'} ${where}`;
-    byFunction.set(name, (byFunction.get(name) ?? 0) + selfSize);
+    frames.push([node.callFrame, node.selfSize]);
   }
-  return { byOwner, byFunction };
+  return tally(frames);
 }
 
 type Mode = 'bare' | 'app' | 'ingest' | 'feedbackList';
