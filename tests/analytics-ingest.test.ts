@@ -368,6 +368,32 @@ describe('group commit: batches and their failures', () => {
     expect((await storedIds(acknowledged)).size).toBe(acknowledged.length);
   });
 
+  it('a client that hangs up while its event waits for the batch does not hold the close open', async () => {
+    // A long batch wait, so the client is gone before its event is written;
+    // a shutdown budget far above the bound below, so a close that waited for
+    // the lost request would wait out the drain's share of it.
+    const app = await buildTestApp({ ANALYTICS_BATCH_MAX_WAIT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '20000' });
+    const site = await createWebsite(app, 'Hung up');
+    const address = await app.listen({ port: 0, host: '127.0.0.1' });
+    const controller = new AbortController();
+    const sent = fetch(`${address}/api/analytics`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(event(site.id, { page: '/hung-up' })),
+      signal: controller.signal,
+    }).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    controller.abort();
+    expect(await sent).toBeInstanceOf(Error);
+    // The event still reaches its batch; then the close finds nothing in flight.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const started = Date.now();
+    await app.close();
+    expect(Date.now() - started).toBeLessThan(3000);
+    const [{ n }] = await sql`select count(*)::int as n from public.analytics_events where website_id = ${site.id} and page = '/hung-up'`;
+    expect(n).toBe(1);
+  });
+
   it('ingestion draws on its own rate limit', async () => {
     const app = await buildTestApp({ RATE_LIMIT_INGEST_PER_15MIN: '3' });
     try {

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
 import { serviceUnavailable } from '../../lib/errors.ts';
@@ -22,18 +22,13 @@ type RowOutcome = RecordOutcome | 'not-written';
 export interface AnalyticsBatcher {
   /** Resolves after commit, or once the row is refused; rejects with 503 when the batch fails or the queue is full. */
   record(row: EventRow): Promise<RecordOutcome>;
-  /** Marks an ingestion request as in flight, so closing waits for it. */
-  admit(request: FastifyRequest): void;
-  release(request: FastifyRequest): void;
+  /** Counts an ingestion request as in flight until its response closes (sent, or the client gone), so closing waits for it. */
+  admit(reply: FastifyReply): void;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     analyticsBatcher: AnalyticsBatcher;
-  }
-  interface FastifyRequest {
-    /** Counted among the ingestion requests in flight (admit), until release. */
-    countedInFlight: boolean;
   }
 }
 
@@ -59,9 +54,14 @@ export default fp<{ config: Config }>(
     // objects outlived the next scavenge and most were promoted (under load,
     // 1.1 MiB kept and 0.9 MiB promoted a scavenge, 3.8–5.4 ms each, against
     // 0.25 MiB, 9 KiB and 1.7 ms with a count; `npm run bench:profile -- --heap`,
-    // docs/performance.md).
+    // docs/performance.md). The count falls when the response closes, which it
+    // does once whether it was sent or the client hung up: a client gone after
+    // its body arrived gets neither onResponse nor onRequestAbort, and its
+    // request stayed counted until the close gave up waiting.
     let requestsInFlight = 0;
-    app.decorateRequest('countedInFlight', false);
+    const release = () => {
+      requestsInFlight -= 1;
+    };
 
     /** One INSERT of `rows`, tried twice when the first attempt fails in a way a second can get past. */
     async function insert(rows: EventRow[]): Promise<RecordOutcome[]> {
@@ -147,14 +147,9 @@ export default fp<{ config: Config }>(
         if (outcome === 'not-written') throw serviceUnavailable('Analytics event could not be stored');
         return outcome;
       },
-      admit(request: FastifyRequest) {
-        request.countedInFlight = true;
+      admit(reply: FastifyReply) {
         requestsInFlight += 1;
-      },
-      release(request: FastifyRequest) {
-        if (!request.countedInFlight) return;
-        request.countedInFlight = false;
-        requestsInFlight -= 1;
+        reply.raw.once('close', release);
       },
     });
 

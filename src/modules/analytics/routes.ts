@@ -69,9 +69,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     {
       ...inRateLimitGroup(app, 'ingest'),
       bodyLimit: INGEST_BODY_LIMIT,
-      onRequest: async (request) => app.analyticsBatcher.admit(request),
-      onResponse: async (request) => app.analyticsBatcher.release(request),
-      onRequestAbort: async (request) => app.analyticsBatcher.release(request),
+      onRequest: async (_request, reply) => app.analyticsBatcher.admit(reply),
       // Tracked sites post here with no-cors beacons; an answer marked same-origin
       // (helmet's default) would still be stored, but logged as blocked in their console.
       onSend: async (_request, reply) => void reply.header('cross-origin-resource-policy', 'cross-origin'),
