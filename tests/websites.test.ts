@@ -342,6 +342,32 @@ describe('deleting a website with many events', () => {
     }
   });
 
+  it('a batch that a lock holds past the statement timeout is tried again, smaller, and the deletion completes', async () => {
+    const strict = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '200', WEBSITE_DELETE_BATCH: '200' });
+    const site = await createWebsite(strict, 'Held up');
+    try {
+      await insertManyEvents(site.id, 500);
+      const auth = { authorization: `Bearer ${await adminToken()}` };
+      // Another transaction holds every event of the site for 500 ms: the first
+      // batches wait out their 200 ms and are cancelled; one after the lock goes succeeds.
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      const holder = sql.begin(async (tx) => {
+        await tx`select 1 from public.analytics_events where website_id = ${site.id} for update`;
+        locked();
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      });
+      await lockTaken;
+      const response = await strict.inject({ method: 'DELETE', url: `/api/websites/${site.id}`, headers: auth });
+      await holder;
+      expect(response.statusCode, response.body).toBe(200);
+      expect(await rowsLeft(site.id)).toEqual({});
+    } finally {
+      await strict.close();
+      await sql`delete from public.websites where id = ${site.id}`;
+    }
+  });
+
   it('a deletion cut short leaves a website that is hidden and keyless, and is finished later', async () => {
     const site = await createWebsite(app, 'Cut short');
     const other = await createWebsite(app, 'Cut short too');

@@ -23,6 +23,13 @@ import type { CreateWebsiteBody, UpdateWebsiteBody, Website } from './schemas.ts
 
 export const websiteNotFound = () => notFound('Website not found');
 
+// A deletion batch the statement timeout cut (a lock held by ingestion, a busy
+// moment) or a deadlock picked: tried again at half the size, a few times in a
+// row before the caller gets 503 and the deletion is left to be asked again.
+const BATCH_RETRY_CODES = new Set(['57014', '55P03', '40P01', '40001']);
+const BATCH_RETRIES = 3;
+const isBatchRetryable = (error: unknown) => BATCH_RETRY_CODES.has(String((error as { code?: unknown } | null)?.code));
+
 export interface WebsitesServiceDeps {
   db: Database;
   /** Rows per deletion batch (WEBSITE_DELETE_BATCH). */
@@ -89,8 +96,19 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
 
   /** Elevated: deletes a marked website batch by batch; `stopped` is asked between batches. */
   async function finishDeletionElevated(id: string, stopped: () => boolean = () => false): Promise<void> {
+    let batchSize = deleteBatchSize;
+    let failuresInARow = 0;
     while (!stopped()) {
-      const [{ deleted }] = await db.bounded(deleteWebsiteBatchElevated(db.sql, id, deleteBatchSize));
+      let deleted: number;
+      try {
+        [{ deleted }] = await db.bounded(deleteWebsiteBatchElevated(db.sql, id, batchSize));
+      } catch (error) {
+        failuresInARow += 1;
+        if (!isBatchRetryable(error) || failuresInARow > BATCH_RETRIES) throw error;
+        batchSize = Math.max(1, Math.floor(batchSize / 2));
+        continue;
+      }
+      failuresInARow = 0;
       if (deleted === 0) return;
     }
   }
