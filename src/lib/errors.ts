@@ -24,9 +24,12 @@ export const conflict = (message: string) => new AppError(409, message);
 export const internalError = () => new AppError(500, 'Internal server error');
 export const serviceUnavailable = (message = 'Service temporarily unavailable') => new AppError(503, message);
 
+/** The `code` an error carries (a SQLSTATE, a driver's or a library's code), if any. */
+export const errorCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
+
 /** Maps Postgres SQLSTATE codes (never message text) to client errors. */
 export function fromPostgresError(error: unknown): AppError | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
+  const code = errorCode(error);
   if (typeof code !== 'string') return undefined;
   switch (code) {
     case '23505':

@@ -1,6 +1,7 @@
 import type { webcrypto } from 'node:crypto';
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from 'jose';
 import { LRUCache } from 'lru-cache';
+import { errorCode } from './errors.ts';
 
 // Access tokens are verified here, locally, without a call to the auth
 // server: HS256 with the project's JWT secret, or an asymmetric key from the
@@ -46,7 +47,7 @@ export class KeySourceUnavailableError extends Error {}
 const KEY_SOURCE_FAILURES = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JWKS_INVALID', 'ERR_JOSE_GENERIC']);
 
 function isKeySourceFailure(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
+  const code = errorCode(error);
   // No jose code at all: the fetch itself failed (connection refused, reset, aborted).
   if (typeof code !== 'string' || !code.startsWith('ERR_J')) return true;
   return KEY_SOURCE_FAILURES.has(code);
@@ -158,7 +159,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       return { kind: 'supabase', claims: claims.role === 'authenticated' ? claims : { ...claims, role: 'authenticated' } };
     } catch (error) {
       if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
-      if (alg === 'HS256' && (error as { code?: unknown }).code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
+      if (alg === 'HS256' && errorCode(error) === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
         throw new SignatureMismatchError((error as Error).message, unverified.iss);
       }
       throw new InvalidTokenError((error as Error).message);

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
-import { serviceUnavailable } from '../../lib/errors.ts';
+import { errorCode, serviceUnavailable } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
 import { type EventRow, insertEventBatchQueryElevated, storedIds } from './ingest-queries.ts';
@@ -36,15 +36,13 @@ declare module 'fastify' {
 // written: a second attempt either succeeds or skips that website's rows.
 const RETRYABLE = new Set(['40P01', '40001', '23503']);
 
-const codeOf = (error: unknown) => (error as { code?: unknown } | null)?.code;
-
 /**
  * An error that belongs to one row's data (a data exception, a check or
  * not-null violation, a value too big for an index), not to the database
  * being unavailable: the batch's other rows can still be stored.
  */
 function isRowDataError(error: unknown): boolean {
-  const code = codeOf(error);
+  const code = errorCode(error);
   return typeof code === 'string' && (code.startsWith('22') || code === '23514' || code === '23502' || code === '54000');
 }
 
@@ -75,7 +73,7 @@ export default fp<{ config: Config }>(
           const stored = storedIds(await app.db.bounded(insertEventBatchQueryElevated(app.db.sql, rows)));
           return rows.map((row) => (stored.has(row.id) ? 'stored' : 'unknown-website'));
         } catch (error) {
-          const code = codeOf(error);
+          const code = errorCode(error);
           if (attempt === 1 && typeof code === 'string' && RETRYABLE.has(code)) continue;
           throw error;
         }

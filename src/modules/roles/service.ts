@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { conflict, forbidden, notFound } from '../../lib/errors.ts';
+import { conflict, errorCode, forbidden, notFound } from '../../lib/errors.ts';
 import type { AppRole } from '../../lib/roles.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -34,7 +34,7 @@ export function createRolesService({ db }: { db: Database }) {
       }
       return { userId, roles: after };
     } catch (error) {
-      if ((error as { code?: unknown }).code === LAST_ADMIN) throw conflict('Cannot remove the last admin');
+      if (errorCode(error) === LAST_ADMIN) throw conflict('Cannot remove the last admin');
       throw error;
     }
   }

@@ -1,5 +1,5 @@
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from '../../lib/api-keys.ts';
-import { notFound } from '../../lib/errors.ts';
+import { errorCode, notFound } from '../../lib/errors.ts';
 import type { PaginationQuery } from '../../lib/schemas.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -28,7 +28,7 @@ export const websiteNotFound = () => notFound('Website not found');
 // row before the caller gets 503 and the deletion is left to be asked again.
 const BATCH_RETRY_CODES = new Set(['57014', '55P03', '40P01', '40001']);
 const BATCH_RETRIES = 3;
-const isBatchRetryable = (error: unknown) => BATCH_RETRY_CODES.has(String((error as { code?: unknown } | null)?.code));
+const isBatchRetryable = (error: unknown) => BATCH_RETRY_CODES.has(String(errorCode(error)));
 
 export interface WebsitesServiceDeps {
   db: Database;
