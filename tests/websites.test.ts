@@ -128,6 +128,15 @@ describe('websites routes', () => {
     expect(page.json().data).toHaveLength(1);
     const bad = await app.inject({ method: 'GET', url: '/api/websites?limit=0', headers: auth });
     expect(bad.json()).toMatchObject({ statusCode: 400, details: { limit: ['Limit must be an integer from 1 to 100'] } });
+    // Decimal digits only: what Number() would read as something else is refused, not guessed at.
+    for (const limit of ['1e1', '0x10', '%205', '5.0', '%2B5', '-0']) {
+      const refused = await app.inject({ method: 'GET', url: `/api/websites?limit=${limit}&offset=1e1`, headers: auth });
+      expect(refused.json(), limit).toMatchObject({
+        statusCode: 400,
+        details: { limit: ['Limit must be an integer from 1 to 100'], offset: ['Offset must be a non-negative integer'] },
+      });
+    }
+    expect((await app.inject({ method: 'GET', url: '/api/websites?limit=007&offset=00', headers: auth })).json().pagination).toMatchObject({ limit: 7, offset: 0 });
     // A key given no value is not given: the defaults, as a front end's "All" option sends.
     for (const query of ['limit=&offset=', 'limit=&limit=&offset=']) {
       const empty = await app.inject({ method: 'GET', url: `/api/websites?${query}`, headers: auth });

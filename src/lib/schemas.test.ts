@@ -26,10 +26,17 @@ describe('uuidInput', () => {
 });
 
 describe('limitSchema and OffsetSchema', () => {
-  it('answer a number too large to be an integer with one message', () => {
+  it('read decimal digits only, and answer a number too large to be an integer with one message', () => {
     expect(messages(limitSchema(500, 50), '100000000000000000000000')).toEqual(['Limit must be an integer from 1 to 500']);
     expect(messages(OffsetSchema, '1e30')).toEqual(['Offset must be a non-negative integer']);
     expect(limitSchema(500, 50).parse(undefined)).toBe(50);
+    for (const text of ['1e1', '0x10', ' 5', '5 ', '5.0', '+5', '-0', '', 'Infinity']) {
+      expect(messages(limitSchema(500, 50), text), text).toEqual(['Limit must be an integer from 1 to 500']);
+      expect(messages(OffsetSchema, text), text).toEqual(['Offset must be a non-negative integer']);
+    }
+    expect(OffsetSchema.parse('1000000')).toBe(1_000_000);
+    expect(messages(OffsetSchema, '1000001')).toEqual(['Offset must be at most 1000000']);
+    expect(z.toJSONSchema(limitSchema(500, 50), { io: 'input' })).toMatchObject({ type: 'integer', minimum: 1, maximum: 500, default: 50 });
   });
 });
 

@@ -69,21 +69,33 @@ export const NameSchema = requiredString('Name')
 /** A success that carries only a message. */
 export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });
 
+const DIGITS = /^[0-9]+$/;
+
+/**
+ * A whole number in a query string, written in decimal digits only: `1e1`,
+ * `0x10`, `5.0` and ` 5` are refused with `message`, where Number() would have
+ * read them as 10, 16, 5 and 5. The document shows an integer (the string side
+ * of the pipe is what arrives, not what it means).
+ */
+function queryInteger(message: string, min: number, max: number, maxMessage = message) {
+  return z
+    .string({ error: message })
+    .refine((text) => DIGITS.test(text), { error: message, abort: true })
+    // abort: 100000000000000000000000 is both not a safe integer and over the max; one message is enough.
+    .pipe(z.coerce.number<string>().int({ error: message, abort: true }).min(min, message).max(max, maxMessage))
+    .meta({ type: 'integer', minimum: min, maximum: max });
+}
+
 /** `limit` of a list query: an integer from 1 to `max`, `fallback` when absent. */
 export function limitSchema(max: number, fallback: number) {
   const message = `Limit must be an integer from 1 to ${max}`;
-  // abort: 1e23 is both not a safe integer and over the max; one message is enough.
-  return z.coerce.number({ error: message }).int({ error: message, abort: true }).min(1, message).max(max, message).default(fallback);
+  return queryInteger(message, 1, max).default(fallback);
 }
 
-const OFFSET_MESSAGE = 'Offset must be a non-negative integer';
+const MAX_OFFSET = 1_000_000;
 
 /** `offset` of a list query; bounded so a huge offset cannot make Postgres walk millions of rows. */
-export const OffsetSchema = z.coerce
-  .number({ error: OFFSET_MESSAGE })
-  .int({ error: OFFSET_MESSAGE, abort: true })
-  .min(0, OFFSET_MESSAGE)
-  .max(1_000_000, 'Offset must be at most 1000000')
+export const OffsetSchema = queryInteger('Offset must be a non-negative integer', 0, MAX_OFFSET, `Offset must be at most ${MAX_OFFSET}`)
   .default(0);
 
 /** limit (default 20, at most 100) and offset (default 0). */
