@@ -3,6 +3,7 @@ import fp from 'fastify-plugin';
 import { Redis } from 'ioredis';
 import { clientNetworkOf } from '../lib/client-network.ts';
 import { RateLimitError } from '../lib/errors.ts';
+import { type ExclusiveClaims, localClaims, redisClaims } from '../lib/exclusive-claims.ts';
 import { type RateStore, localRateStore, redisRateStore } from '../lib/fallback-rate-store.ts';
 import { redactUrl } from '../lib/redact.ts';
 import type { Config } from '../config.ts';
@@ -12,7 +13,9 @@ import type { Config } from '../config.ts';
 // up and sign in draw on one budget; the other auth routes on another). With REDIS_URL the counters live in
 // Redis, so every instance of the service sees the same counts; while Redis
 // fails or stalls, each instance counts in its own memory instead
-// (lib/fallback-rate-store.ts), so limits never open.
+// (lib/fallback-rate-store.ts), so limits never open. The same Redis holds
+// the keys one request at a time may hold (lib/exclusive-claims.ts: the
+// address of a reset under way), with the same fall-back.
 //
 // The limiter is one hook on the root instance, so it runs before every
 // route's own onRequest hooks: a request is counted before any token, admin
@@ -27,6 +30,8 @@ import type { Config } from '../config.ts';
 const MINUTE = 60_000;
 /** After Redis fails or misses its deadline, how long counting stays in the process before Redis is asked again. */
 const REDIS_RETRY_AFTER_MS = 5_000;
+/** How long a claim outlives an instance that died holding it (the auth server's own reset window). */
+const CLAIM_TTL_MS = MINUTE;
 
 export type RateLimitGroup = 'auth' | 'passwordReset' | 'account' | 'feedback' | 'ingest';
 
@@ -36,6 +41,8 @@ declare module 'fastify' {
     rateLimitGroups: Record<RateLimitGroup | 'general', Limiter>;
     /** The shared counters' store, for the health report: Redis's round trip in ms; undefined without REDIS_URL. */
     pingRateLimitStore(): Promise<number> | undefined;
+    /** Keys one request at a time may hold, across instances while Redis answers (the reset's address). */
+    exclusiveClaims: ExclusiveClaims;
   }
   interface FastifyContextConfig {
     /** The budget this route draws on instead of the general one. */
@@ -75,6 +82,7 @@ export default fp<RateLimitOptions & { config: Config }>(
   async function rateLimitPlugin(app: FastifyInstance, { config, redisNamespace = config.RATE_LIMIT_REDIS_PREFIX }) {
     let newStore: () => RateStore = localRateStore;
     let ping: () => Promise<number> | undefined = () => undefined;
+    let claims = localClaims();
     if (config.REDIS_URL) {
       const redis = new Redis(config.REDIS_URL, {
         connectTimeout: 2_000,
@@ -115,6 +123,7 @@ export default fp<RateLimitOptions & { config: Config }>(
         state: { localUntil: 0, onFailure: warn },
       };
       newStore = () => redisRateStore(fallback);
+      claims = redisClaims({ ...fallback, ttlMs: CLAIM_TTL_MS });
       // Down, the API still counts (per instance); the health report says so rather than 503.
       ping = async () => {
         const started = performance.now();
@@ -123,6 +132,7 @@ export default fp<RateLimitOptions & { config: Config }>(
       };
     }
     app.decorate('pingRateLimitStore', () => ping());
+    app.decorate('exclusiveClaims', claims);
 
     const groups: Record<RateLimitGroup, Limiter> = {
       auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore()),

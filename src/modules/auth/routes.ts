@@ -27,6 +27,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     resetRedirectUrl: new URL('/reset-password', frontendUrl(config)).toString(),
     linkProviders: config.AUTH_LINK_PROVIDERS,
     forgetSession: app.forgetSession,
+    claims: app.exclusiveClaims,
   });
   const tags = ['auth'];
   app.addHook('onRequest', noStore);

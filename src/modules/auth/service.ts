@@ -1,4 +1,5 @@
 import { AppError, badRequest, conflict, internalError, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
+import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import { authRefusal, authServerFailure, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
@@ -18,6 +19,8 @@ export interface AuthServiceDeps {
   resetRedirectUrl: string;
   linkProviders: readonly string[];
   forgetSession(sessionId: string): void;
+  /** Addresses whose reset e-mail is being asked for, held across instances. */
+  claims: ExclusiveClaims;
 }
 
 /**
@@ -40,13 +43,6 @@ export function createAuthService(deps: AuthServiceDeps) {
   /** Whether an account holds `email`; false when the database cannot say either. */
   const addressTaken = async (email: string) =>
     (await db.bounded(selectProfileByEmailElevated(db.sql, email)).catch(() => [])).length > 0;
-  /**
-   * Addresses whose reset e-mail this instance is asking for. The auth
-   * server's one-e-mail-a-minute check races itself: requests at once (a
-   * double click) each sent an e-mail, each voiding the link before it.
-   */
-  const resetsUnderWay = new Set<string>();
-
   return {
     async signUp(ip: string, input: { email: string; password: string; name: string }) {
       const { data, error } = await supabase.forRequest(ip).auth.signUp({
@@ -116,14 +112,18 @@ export function createAuthService(deps: AuthServiceDeps) {
     async requestPasswordReset(ip: string, email: string) {
       const [known] = await db.bounded(selectProfileByEmailElevated(db.sql, email));
       if (!known) throw notFound('No user found with this email');
-      // Answered as the auth server answers a second request within the minute.
-      if (resetsUnderWay.has(email)) throw new RateLimitError(60);
-      resetsUnderWay.add(email);
+      // The auth server's one-e-mail-a-minute check races itself: requests at
+      // once (a double click, or two instances) each sent an e-mail, each
+      // voiding the link before it. One at a time per address, then; the
+      // others are answered as the auth server answers a second request
+      // within the minute.
+      const claim = `password-reset:${email}`;
+      if (!(await deps.claims.claim(claim))) throw new RateLimitError(60);
       try {
         const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
         if (error) fail(error, internalError());
       } finally {
-        resetsUnderWay.delete(email);
+        await deps.claims.release(claim);
       }
     },
 

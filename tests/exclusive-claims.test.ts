@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ExclusiveClaims, redisClaims } from '../src/lib/exclusive-claims.ts';
+import type { FallbackState } from '../src/lib/fallback-rate-store.ts';
+
+// Claims against the machine's real Redis: what two instances sharing it see,
+// expiry, and a Redis that stalls (claims then held in the process, never
+// granted to everyone).
+
+const nameSpace = `claims-test-${randomBytes(6).toString('hex')}:`;
+let redis: Redis;
+let stalled: Server;
+const sockets = new Set<Socket>();
+
+beforeAll(async () => {
+  redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 });
+  await redis.ping();
+  stalled = createServer((socket) => {
+    // Reads everything, answers nothing.
+    sockets.add(socket);
+    socket.on('data', () => {});
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
+});
+afterAll(async () => {
+  const keys = await redis.keys(`${nameSpace}*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+  for (const socket of sockets) socket.destroy();
+  await new Promise((resolve) => stalled.close(resolve));
+});
+
+function instance(client: Redis, ttlMs = 60_000): { claims: ExclusiveClaims; state: FallbackState; failures: Error[] } {
+  const failures: Error[] = [];
+  const state: FallbackState = { localUntil: 0, onFailure: (error) => failures.push(error) };
+  return { claims: redisClaims({ redis: client, nameSpace, ttlMs, deadlineMs: 200, localForMs: 5_000, state }), state, failures };
+}
+
+describe('exclusive claims in Redis', () => {
+  it('one holder across two instances; given back, the key is free again; the address is not in Redis', async () => {
+    const [a, b] = [instance(redis), instance(redis)];
+    const key = 'password-reset:ada@example.test';
+    const first = await Promise.all([a.claims.claim(key), b.claims.claim(key), a.claims.claim(key), b.claims.claim(key)]);
+    expect(first.filter(Boolean)).toHaveLength(1);
+    const keys = await redis.keys(`${nameSpace}*`);
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).not.toContain('ada');
+    expect(await redis.pttl(keys[0])).toBeGreaterThan(55_000);
+    const holder = first.indexOf(true) % 2 === 0 ? a : b;
+    const other = holder === a ? b : a;
+    // The other instance giving back what it never held changes nothing.
+    await other.claims.release(key);
+    expect(await other.claims.claim(key)).toBe(false);
+    await holder.claims.release(key);
+    expect(await redis.keys(`${nameSpace}*`)).toEqual([]);
+    expect(await other.claims.claim(key)).toBe(true);
+    await other.claims.release(key);
+    expect([...a.failures, ...b.failures]).toEqual([]);
+  });
+
+  it('a claim whose holder never gave it back ends at its expiry, and the late release leaves the new holder alone', async () => {
+    const [a, b] = [instance(redis, 150), instance(redis, 60_000)];
+    const key = 'password-reset:late@example.test';
+    expect(await a.claims.claim(key)).toBe(true);
+    expect(await b.claims.claim(key)).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await b.claims.claim(key)).toBe(true);
+    await a.claims.release(key);
+    expect(await instance(redis).claims.claim(key)).toBe(false);
+    await b.claims.release(key);
+  });
+
+  it('a Redis that stalls: claims are held in the process after one deadline, still one at a time', async () => {
+    const stalledRedis = new Redis(`redis://127.0.0.1:${(stalled.address() as AddressInfo).port}`, { maxRetriesPerRequest: 1 });
+    try {
+      const { claims, state, failures } = instance(stalledRedis);
+      const key = 'password-reset:stall@example.test';
+      const started = performance.now();
+      expect(await claims.claim(key)).toBe(true);
+      expect(await claims.claim(key)).toBe(false);
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(failures.map((error) => error.message)).toEqual(['Redis did not answer within 200 ms']);
+      expect(state.localUntil).toBeGreaterThan(Date.now());
+      await claims.release(key);
+      expect(await claims.claim(key)).toBe(true);
+    } finally {
+      stalledRedis.disconnect();
+    }
+  });
+});
