@@ -1,11 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+import { asClaims, asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
 
 // Row-level security on feedback and its outbox, checked with direct SQL
-// under given callers' claims: anon may submit and read nothing, signed-in
-// users without the admin role see and change nothing, admins triage.
+// under given callers' claims: the API's submitter (anon with its claim) may
+// submit and read nothing, the Data API's callers (the anon key, a signed-in
+// user's token) may not submit at all, signed-in users without the admin
+// role see and change nothing, admins triage.
+
+/** The claims the API submits with (src/modules/feedback/service.ts). */
+const API_SUBMITTER = { role: 'anon' as const, submitted_via: 'api' };
+/** The claims of the project's anon key, as the Data API sets them. */
+const ANON_KEY = { iss: 'supabase', ref: 'portfolio', role: 'anon' as const, iat: 1_700_000_000, exp: 2_000_000_000 };
 
 const sql = testSql();
 afterAll(() => sql.end());
@@ -19,14 +26,14 @@ async function feedbackRow(): Promise<string> {
 const insertAs = (tx: postgres.TransactionSql, id = randomUUID()) =>
   tx`insert into public.feedback (id, name, email, comment, rating) values (${id}, 'Anon Person', 'anon@example.test', 'Submitted straight to the table', 5)`;
 
-describe('anon (the public submitter)', () => {
+describe("anon with the API's claim (the public submitter)", () => {
   it('may insert feedback, and the notification is enqueued in the same transaction', async () => {
     const id = randomUUID();
-    const result = await asUser(sql, null, (tx) => insertAs(tx, id));
+    const result = await asClaims(sql, API_SUBMITTER, (tx) => insertAs(tx, id));
     expect(result.count).toBe(1);
-    // asUser rolled back; as the table owner, insert and see the trigger's row.
+    // asClaims rolled back; as the table owner, insert and see the trigger's row.
     await sql.begin(async (tx) => {
-      await tx`select set_config('role', 'anon', true)`;
+      await tx`select set_config('role', 'anon', true), set_config('request.jwt.claims', ${JSON.stringify(API_SUBMITTER)}, true)`;
       await insertAs(tx, id);
       await tx`reset role`;
       const outbox = await tx`select feedback_id, attempts from public.feedback_outbox where feedback_id = ${id}`;
@@ -41,7 +48,7 @@ describe('anon (the public submitter)', () => {
     await feedbackRow();
     await expect(asUser(sql, null, (tx) => tx`select id from public.feedback`)).rejects.toMatchObject({ code: '42501' });
     await expect(
-      asUser(sql, null, (tx) => tx`insert into public.feedback (name, email, comment, rating) values ('Anon', 'a@example.test', 'Long enough comment', 2) returning id`),
+      asClaims(sql, API_SUBMITTER, (tx) => tx`insert into public.feedback (name, email, comment, rating) values ('Anon', 'a@example.test', 'Long enough comment', 2) returning id`),
     ).rejects.toMatchObject({ code: '42501' });
   });
 
@@ -57,7 +64,28 @@ describe('anon (the public submitter)', () => {
       (tx: postgres.TransactionSql) => tx`select * from public.feedback_outbox`,
       (tx: postgres.TransactionSql) => tx`insert into public.feedback_outbox (feedback_id) values (${id})`,
     ];
-    for (const query of refused) await expect(asUser(sql, null, query)).rejects.toMatchObject({ code: '42501' });
+    for (const query of refused) await expect(asClaims(sql, API_SUBMITTER, query)).rejects.toMatchObject({ code: '42501' });
+  });
+});
+
+describe("the Data API's callers", () => {
+  it('cannot submit past the bot check and the rate limit: not with the anon key, nor with no claims, nor signed in', async () => {
+    const user = await createAuthUser(sql);
+    const attempts = [
+      asClaims(sql, ANON_KEY, (tx) => insertAs(tx)),
+      asClaims(sql, { ...ANON_KEY, submitted_via: 'data-api' }, (tx) => insertAs(tx)),
+      asUser(sql, null, (tx) => insertAs(tx)),
+      asUser(sql, user.id, (tx) => insertAs(tx)),
+      asClaims(sql, { sub: user.id, role: 'authenticated', aud: 'authenticated', submitted_via: 'api' }, (tx) => insertAs(tx)),
+    ];
+    for (const attempt of attempts) await expect(attempt).rejects.toMatchObject({ code: '42501' });
+    // Nor with no claims set at all (an empty setting is not JSON, and must not be a 500's 22P02).
+    await expect(
+      sql.begin(async (tx) => {
+        await tx`select set_config('role', 'anon', true), set_config('request.jwt.claims', '', true)`;
+        await insertAs(tx);
+      }),
+    ).rejects.toMatchObject({ code: '42501' });
   });
 });
 
@@ -73,12 +101,8 @@ describe('a signed-in user without the admin role', () => {
     expect((await sql`select status from public.feedback where id = ${id}`)[0].status).toBe('pending');
   });
 
-  it('may submit, but not with triage fields, and cannot read the outbox', async () => {
+  it('cannot read the outbox (nor submit as themselves: the API submits as anon)', async () => {
     const user = await createAuthUser(sql);
-    expect((await asUser(sql, user.id, (tx) => insertAs(tx))).count).toBe(1);
-    await expect(
-      asUser(sql, user.id, (tx) => tx`insert into public.feedback (name, email, comment, rating, resolved_by) values ('U', 'u@example.test', 'With a resolver set', 1, 'me')`),
-    ).rejects.toMatchObject({ code: '42501' });
     await expect(asUser(sql, user.id, (tx) => tx`select * from public.feedback_outbox`)).rejects.toMatchObject({ code: '42501' });
   });
 });

@@ -19,7 +19,7 @@ export type Tx = postgres.TransactionSql;
 
 /** What a transaction runs as: one of the API roles Supabase defines (plugins/auth.ts maps a Caller to one). */
 export type DbActor =
-  | { role: 'anon' }
+  | { role: 'anon'; claims?: Record<string, unknown> }
   | { role: 'authenticated'; claims: Record<string, unknown> }
   | { role: 'service_role' };
 
@@ -123,7 +123,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   });
   const statementTimeout = `${statementTimeoutMs}ms`;
 
-  const claimsOf = (actor: DbActor) => JSON.stringify(actor.role === 'authenticated' ? actor.claims : { role: actor.role });
+  const claimsOf = (actor: DbActor) => JSON.stringify('claims' in actor && actor.claims ? actor.claims : { role: actor.role });
   /** Makes the transaction's role, JWT claims and statement timeout the actor's (until it ends). */
   const setActor = (tx: Tx, actor: DbActor) =>
     tx`select set_config('role', ${actor.role}, true), set_config('request.jwt.claims', ${claimsOf(actor)}, true),

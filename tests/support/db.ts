@@ -43,9 +43,19 @@ export async function grantRole(sql: postgres.Sql, userId: string, role: 'admin'
 }
 
 /** Runs `work` as `userId` under row-level security, rolled back afterwards. */
-export async function asUser<T>(sql: postgres.Sql, userId: string | null, work: (tx: postgres.TransactionSql) => Promise<T>): Promise<T> {
+export function asUser<T>(sql: postgres.Sql, userId: string | null, work: (tx: postgres.TransactionSql) => Promise<T>): Promise<T> {
   const role = userId ? 'authenticated' : 'anon';
-  const claims = JSON.stringify(userId ? { sub: userId, role, aud: 'authenticated' } : { role });
+  return asClaims(sql, userId ? { sub: userId, role, aud: 'authenticated' } : { role }, work);
+}
+
+/** Runs `work` as the role of `claims`, with those JWT claims, under row-level security, rolled back afterwards. */
+export async function asClaims<T>(
+  sql: postgres.Sql,
+  jwtClaims: { role: 'anon' | 'authenticated' } & Record<string, unknown>,
+  work: (tx: postgres.TransactionSql) => Promise<T>,
+): Promise<T> {
+  const { role } = jwtClaims;
+  const claims = JSON.stringify(jwtClaims);
   let result: T | undefined;
   await sql
     .begin(async (tx) => {

@@ -3,7 +3,7 @@ import escapeHtml from 'escape-html';
 import type { FastifyBaseLogger } from 'fastify';
 import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
-import type { Database } from '../../plugins/db.ts';
+import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
 import type { CsvSink } from '../../lib/csv.ts';
 import { countFeedback, feedbackById, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
@@ -15,8 +15,12 @@ import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBo
 // admin operations run as their caller's database actor. All text is HTML-escaped with
 // escape-html before it is stored (SPEC section 2).
 
-/** A submission has no caller: it runs as the public (anon). */
-const SUBMITTER = dbActorOf(null);
+/**
+ * A submission has no caller: it runs as the public (anon), with the claim
+ * the insert policy asks for, which the Data API's callers cannot present
+ * (supabase/migrations/20261127000100_submit_feedback_through_the_api.sql).
+ */
+const SUBMITTER: DbActor = { role: 'anon', claims: { role: 'anon', submitted_via: 'api' } };
 const EXPORT_CURSOR_ROWS = 500;
 
 type ExportRow = Awaited<ReturnType<typeof selectFeedbackForExport>>[number];
