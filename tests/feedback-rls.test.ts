@@ -72,13 +72,13 @@ describe("the Data API's callers", () => {
   it('cannot submit past the bot check and the rate limit: not with the anon key, nor with no claims, nor signed in', async () => {
     const user = await createAuthUser(sql);
     const attempts = [
-      asClaims(sql, ANON_KEY, (tx) => insertAs(tx)),
-      asClaims(sql, { ...ANON_KEY, submitted_via: 'data-api' }, (tx) => insertAs(tx)),
-      asUser(sql, null, (tx) => insertAs(tx)),
-      asUser(sql, user.id, (tx) => insertAs(tx)),
-      asClaims(sql, { sub: user.id, role: 'authenticated', aud: 'authenticated', submitted_via: 'api' }, (tx) => insertAs(tx)),
+      () => asClaims(sql, ANON_KEY, (tx) => insertAs(tx)),
+      () => asClaims(sql, { ...ANON_KEY, submitted_via: 'data-api' }, (tx) => insertAs(tx)),
+      () => asUser(sql, null, (tx) => insertAs(tx)),
+      () => asUser(sql, user.id, (tx) => insertAs(tx)),
+      () => asClaims(sql, { sub: user.id, role: 'authenticated', aud: 'authenticated', submitted_via: 'api' }, (tx) => insertAs(tx)),
     ];
-    for (const attempt of attempts) await expect(attempt).rejects.toMatchObject({ code: '42501' });
+    for (const attempt of attempts) await expect(attempt()).rejects.toMatchObject({ code: '42501' });
     // Nor with no claims set at all (an empty setting is not JSON, and must not be a 500's 22P02).
     await expect(
       sql.begin(async (tx) => {
