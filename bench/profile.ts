@@ -11,7 +11,7 @@ import { asLoginRole } from '../src/lib/database-url.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
-import { BENCH_BUILD, compiledServer } from './load.ts';
+import { BENCH_BUILD, compiledServer, stopServer } from './load.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50 --heap[=survivors]]
 //
@@ -153,6 +153,20 @@ async function profileServer(mode: Mode, settings: Record<string, string>, dir: 
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  // Stopped whatever happens: a run that failed (a non-2xx answer) left its server running.
+  let result: autocannon.Result;
+  try {
+    result = await measure(mode, child, request);
+  } finally {
+    await stopServer(child);
+  }
+  const profile: unknown = JSON.parse(await readFile(profileFile, 'utf8'));
+  const collections = KIND === 'heap' ? (JSON.parse(await readFile(`${profileFile}.gc.json`, 'utf8')) as Record<string, number>) : undefined;
+  return { requests: result.requests.total, requestsPerSecond: Math.round(result.requests.average), profile, collections };
+}
+
+/** Warms the server up, then loads it for DURATION_S with its profiler on. */
+async function measure(mode: Mode, child: ChildProcess, request: ReturnType<typeof requestOf>): Promise<autocannon.Result> {
   // The server prints a line when it listens and one after each SIGUSR2 (profiler on, profile written).
   const lines = createInterface({ input: child.stdout! })[Symbol.asyncIterator]();
   const nextLine = async () => {
@@ -179,12 +193,7 @@ async function profileServer(mode: Mode, settings: Record<string, string>, dir: 
   const result = await run(DURATION_S);
   child.kill('SIGUSR2');
   await nextLine();
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-  const profile: unknown = JSON.parse(await readFile(profileFile, 'utf8'));
-  const collections = KIND === 'heap' ? (JSON.parse(await readFile(`${profileFile}.gc.json`, 'utf8')) as Record<string, number>) : undefined;
-  return { requests: result.requests.total, requestsPerSecond: Math.round(result.requests.average), profile, collections };
+  return result;
 }
 
 /** The largest entries, each per request: µs of CPU, or KiB allocated. */
