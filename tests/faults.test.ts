@@ -109,7 +109,7 @@ describe('Postgres connections killed while requests are in flight', () => {
       }),
     );
     expectRunning(server);
-    for (const seen of answers) for (const answer of seen) expectSuccessOrUnavailable(answer);
+    for (const seen of answers) for (const answer of seen) expectSuccessOrUnavailable(answer, server);
     const last = answers.map((seen) => seen.at(-1)!);
     expect(last.map((a) => [a.route, a.status]), `not recovered within ${RECOVERY_MS} ms`).toEqual(ROUTES.map((route) => [route, SUCCESS[route]]));
     await expectStored(last);
@@ -139,7 +139,7 @@ describe('Postgres connections killed while requests are in flight', () => {
     expect(ended).toBeGreaterThanOrEqual(ROUTES.length);
     await sleep(100);
     expectRunning(server);
-    for (const answer of answers) expectUnavailable(answer);
+    for (const answer of answers) expectUnavailable(answer, server);
     console.info(`[faults] parked requests: ${answers.map((a) => `${a.route} ${a.status}`).join(', ')}; recovered in ${await expectRecovered()} ms`);
   });
 
@@ -164,7 +164,7 @@ describe('Postgres connections killed while requests are in flight', () => {
         `${answers.filter((a) => a.status === 0).length} no answer; ${ended} connections killed; slowest ${Math.max(...answers.map((a) => a.ms))} ms`,
     );
     expectRunning(server);
-    for (const answer of answers) expectSuccessOrUnavailable(answer);
+    for (const answer of answers) expectSuccessOrUnavailable(answer, server);
     expect(ended).toBeGreaterThan(0);
     expect(unavailable).toBeGreaterThan(0);
     expect(answers.length - unavailable).toBeGreaterThan(0);

@@ -65,16 +65,22 @@ export async function send(target: Target, route: RouteName): Promise<Answer> {
   }
 }
 
-/** The SPEC error envelope of a 503 (requestId: 5xx bodies carry it). */
-export function expectUnavailable(answer: Answer): void {
-  expect(answer.status, `${answer.route}: ${JSON.stringify(answer.body)}`).toBe(503);
+/**
+ * The SPEC error envelope of a 503 (requestId: 5xx bodies carry it). Given
+ * the server, a failure quotes what it logged for the request (a 500's error
+ * and stack), so a rare failure says why the first time it is seen.
+ */
+export function expectUnavailable(answer: Answer, server?: ServerProcess): void {
+  const requestId = typeof answer.body.requestId === 'string' ? answer.body.requestId : undefined;
+  const logged = server && requestId ? server.output().split('\n').filter((line) => line.includes(requestId)) : [];
+  expect(answer.status, [`${answer.route}: ${JSON.stringify(answer.body)}`, ...logged].join('\n')).toBe(503);
   expect(answer.body).toEqual({ success: false, error: expect.any(String), statusCode: 503, requestId: expect.any(String) });
 }
 
 /** The route's success, or 503 in the envelope; never 500, never anything else. */
-export function expectSuccessOrUnavailable(answer: Answer): void {
+export function expectSuccessOrUnavailable(answer: Answer, server?: ServerProcess): void {
   if (answer.status === SUCCESS[answer.route]) expect(answer.body.success, answer.route).toBe(true);
-  else expectUnavailable(answer);
+  else expectUnavailable(answer, server);
 }
 
 /** Ids the service acknowledged (201), to look for in the tables afterwards. */
