@@ -7,4 +7,10 @@ describe('fromPostgresError', () => {
       expect(fromPostgresError({ code }), code).toMatchObject({ statusCode: 503, message: 'Database busy; try again shortly' });
     }
   });
+
+  it('answers a connection lost on a read or on a write alike: 503, not a 500', () => {
+    for (const code of ['ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED', '57P01']) {
+      expect(fromPostgresError({ code }), code).toMatchObject({ statusCode: 503, message: 'Database unavailable' });
+    }
+  });
 });

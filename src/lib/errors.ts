@@ -62,6 +62,7 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case 'CONNECTION_ENDED':
     case 'ECONNREFUSED':
     case 'ECONNRESET': // the server ended the connection (pg_terminate_backend, failover)
+    case 'EPIPE': // the same, seen by a write after the server's end of the socket closed
       return serviceUnavailable('Database unavailable');
     default:
       return undefined;
