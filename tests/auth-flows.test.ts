@@ -24,6 +24,7 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
   const me = (token: string) => call(base, 'GET', '/api/auth/me', { token });
 
   // Shared with a second instance by the double-click test.
+  const redisPrefix = `auth-flows-${randomBytes(6).toString('hex')}:`;
   const serverEnv = () => ({
     ...realAuthEnv(auth!),
     RATE_LIMIT_AUTH_PER_MIN: '1000',
@@ -31,7 +32,6 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     REDIS_URL: 'redis://127.0.0.1:6379',
     RATE_LIMIT_REDIS_PREFIX: redisPrefix,
   });
-  const redisPrefix = `auth-flows-${randomBytes(6).toString('hex')}:`;
 
   beforeAll(async () => {
     server = await startServerProcess(inject('stack').databaseUrl, serverEnv());
