@@ -61,6 +61,19 @@ async function addLaterMigration(db: Scratch): Promise<void> {
   await writeFile(path.join(db.directory, '29991231000000_create_later_marker.sql'), 'create table public.later_marker (x int);\n');
 }
 
+describe('the platform bootstrap', () => {
+  it('runs for several databases at once (two test runs starting together) without a conflict on the shared roles', async () => {
+    const { postgresUrl } = inject('stack');
+    const names = Array.from({ length: 4 }, () => uniqueDatabaseName('portfolio_bootstrap'));
+    onTestFinished(async () => {
+      for (const name of names) await dropDatabase(postgresUrl, name);
+    });
+    for (const name of names) await createDatabase(postgresUrl, name);
+    const outcomes = await Promise.allSettled(names.map((name) => applyPlatform(databaseUrl(postgresUrl, name))));
+    expect(outcomes.map((outcome) => (outcome.status === 'rejected' ? String(outcome.reason) : 'applied'))).toEqual(names.map(() => 'applied'));
+  });
+});
+
 describe('applied migrations are checked against their files before anything is applied', () => {
   it('an applied file whose body was edited fails the run, naming it, and applies nothing', async () => {
     const db = await scratch();

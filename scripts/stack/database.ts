@@ -46,12 +46,22 @@ export async function dropDatabase(serverUrl: string, name: string): Promise<voi
   await withServer(serverUrl, (sql) => sql.unsafe(`drop database if exists ${quoteIdent(name)} with (force)`));
 }
 
+/**
+ * The platform's roles are the server's, not the database's: two bootstraps
+ * at once (two test runs starting together) failed with `tuple concurrently
+ * updated`. They take turns under an advisory lock held in the `postgres`
+ * database, since advisory locks are per database.
+ */
 export async function applyPlatform(url: string): Promise<void> {
+  const turns = postgres(databaseUrl(url, 'postgres'), { max: 1, onnotice: () => {} });
   const sql = postgres(url, { max: 1, onnotice: () => {} });
   try {
+    await turns`select pg_advisory_lock(hashtext('portfolio: platform bootstrap'))`;
     await sql.unsafe(await readFile(PLATFORM_SQL, 'utf8'));
   } finally {
     await sql.end({ timeout: 5 });
+    // Ending the session gives the lock back.
+    await turns.end({ timeout: 5 });
   }
 }
 
