@@ -1,5 +1,6 @@
 import { hash, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { withinDeadline } from './deadline.ts';
 import type { FallbackState } from './fallback-rate-store.ts';
 
 // Keys that one request at a time may hold, across every instance of the
@@ -55,13 +56,7 @@ export function redisClaims(options: RedisClaimsOptions): ExclusiveClaims {
   // Hashed: the keys (e-mail addresses) are nobody's business in Redis.
   const redisKey = (key: string) => `${nameSpace}claim:${hash('sha256', key, 'base64url')}`;
 
-  function withinDeadline<T>(command: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Redis did not answer within ${deadlineMs} ms`)), deadlineMs);
-    });
-    return Promise.race([command, deadline]).finally(() => clearTimeout(timer));
-  }
+  const answered = <T>(command: Promise<T>) => withinDeadline(command, deadlineMs, () => new Error(`Redis did not answer within ${deadlineMs} ms`));
 
   function fellBack(error: unknown) {
     state.localUntil = Date.now() + localForMs;
@@ -79,7 +74,7 @@ export function redisClaims(options: RedisClaimsOptions): ExclusiveClaims {
       if (Date.now() < state.localUntil) return claimLocally(key);
       const token = randomUUID();
       try {
-        const answer = await withinDeadline(redis.set(redisKey(key), token, 'PX', ttlMs, 'NX'));
+        const answer = await answered(redis.set(redisKey(key), token, 'PX', ttlMs, 'NX'));
         if (answer !== 'OK') return false;
         tokens.set(key, token);
         return true;
@@ -95,7 +90,7 @@ export function redisClaims(options: RedisClaimsOptions): ExclusiveClaims {
       tokens.delete(key);
       if (token === null) return local.release(key);
       // Not given back in time, the claim ends at its expiry.
-      await withinDeadline(redis.eval(RELEASE_SCRIPT, 1, redisKey(key), token)).catch(fellBack);
+      await answered(redis.eval(RELEASE_SCRIPT, 1, redisKey(key), token)).catch(fellBack);
     },
   };
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import postgres from 'postgres';
 import { ConfigError, type Config } from '../config.ts';
+import { withinDeadline } from '../lib/deadline.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
 import { checkLogin } from './db-login.ts';
 
@@ -82,26 +83,6 @@ export interface DatabaseOptions {
  */
 export function reconnectDelaySeconds(retries: number): number {
   return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
-}
-
-/**
- * `work`, or the error `expire()` gives when it has not settled within `ms`
- * (none, and the race waits on, when `expire` returns undefined). The timer
- * ends with the race.
- */
-async function withinDeadline<T>(work: Promise<T>, ms: number, expire: () => Error | undefined): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = expire();
-      if (error) reject(error);
-    }, ms);
-  });
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** The pool, its caller path and its elevated path; connections open on first use. */

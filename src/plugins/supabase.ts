@@ -2,6 +2,7 @@ import { createClient, isAuthRetryableFetchError, type SupabaseClient } from '@s
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
+import { withinDeadline as raceDeadline } from '../lib/deadline.ts';
 import { type AppError, badRequest, internalError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
@@ -103,16 +104,8 @@ export function deadlineFetch(timeoutMs: number): typeof fetch {
  * retries a refresh against an unreachable auth server for up to 30 s; our
  * caller should hear 503 at once and retry on its own schedule (SPEC 5.4).
  */
-export async function withinDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(authUnavailable()), timeoutMs);
-  });
-  try {
-    return await Promise.race([work, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
+export function withinDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+  return raceDeadline(work, timeoutMs, authUnavailable);
 }
 
 export function createSupabaseAuth(config: Config): SupabaseAuth {

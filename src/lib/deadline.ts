@@ -1,0 +1,22 @@
+// One race against a timer, for the calls that must not wait on a service
+// for ever (a pooled connection, the auth server, Redis).
+
+/**
+ * `work`, or the error `expire()` gives when it has not settled within `ms`
+ * (none, and the race waits on, when `expire` returns undefined). The timer
+ * ends with the race.
+ */
+export async function withinDeadline<T>(work: Promise<T>, ms: number, expire: () => Error | undefined): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = expire();
+      if (error) reject(error);
+    }, ms);
+  });
+  try {
+    return await Promise.race([work, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
