@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ExclusiveClaims, redisClaims } from '../src/lib/exclusive-claims.ts';
 import type { FallbackState } from '../src/lib/fallback-rate-store.ts';
+import { startSilentServer } from './support/silent-server.ts';
 
 // Claims against the machine's real Redis: what two instances sharing it see,
 // expiry, and a Redis that stalls (claims then held in the process, never
@@ -11,26 +11,18 @@ import type { FallbackState } from '../src/lib/fallback-rate-store.ts';
 
 const nameSpace = `claims-test-${randomBytes(6).toString('hex')}:`;
 let redis: Redis;
-let stalled: Server;
-const sockets = new Set<Socket>();
+let stalled: Awaited<ReturnType<typeof startSilentServer>>;
 
 beforeAll(async () => {
   redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 });
   await redis.ping();
-  stalled = createServer((socket) => {
-    // Reads everything, answers nothing.
-    sockets.add(socket);
-    socket.on('data', () => {});
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
+  stalled = await startSilentServer();
 });
 afterAll(async () => {
   const keys = await redis.keys(`${nameSpace}*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();
-  for (const socket of sockets) socket.destroy();
-  await new Promise((resolve) => stalled.close(resolve));
+  await stalled.close();
 });
 
 function instance(client: Redis, ttlMs = 60_000): { claims: ExclusiveClaims; state: FallbackState; failures: Error[] } {
@@ -74,7 +66,7 @@ describe('exclusive claims in Redis', () => {
   });
 
   it('a Redis that stalls: claims are held in the process after one deadline, still one at a time', async () => {
-    const stalledRedis = new Redis(`redis://127.0.0.1:${(stalled.address() as AddressInfo).port}`, { maxRetriesPerRequest: 1 });
+    const stalledRedis = new Redis(`redis://127.0.0.1:${stalled.port}`, { maxRetriesPerRequest: 1 });
     try {
       const { claims, state, failures } = instance(stalledRedis);
       const key = 'password-reset:stall@example.test';

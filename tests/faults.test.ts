@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
@@ -21,6 +20,7 @@ import {
 } from './support/fault-traffic.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
+import { startSilentServer } from './support/silent-server.ts';
 
 // Issue 7, faults: Postgres connections killed under requests, and Postgres
 // unreachable. Every answer is the route's success or 503 in the SPEC
@@ -175,19 +175,16 @@ describe('Postgres connections killed while requests are in flight', () => {
 });
 
 describe('Postgres unreachable when a request starts', () => {
-  const sockets = new Set<Socket>();
   // Accepts connections and never answers: a database host that has hung.
-  const silent = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
+  let silent: Awaited<ReturnType<typeof startSilentServer>>;
   const apps: FastifyInstance[] = [];
 
-  beforeAll(() => new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve)));
+  beforeAll(async () => {
+    silent = await startSilentServer();
+  });
   afterAll(async () => {
     await Promise.all(apps.map((app) => app.close()));
-    for (const socket of sockets) socket.destroy();
-    await new Promise((resolve) => silent.close(resolve));
+    await silent.close();
   });
 
   async function appAgainst(databaseUrl: string): Promise<Target> {
@@ -214,7 +211,7 @@ describe('Postgres unreachable when a request starts', () => {
   });
 
   it('a host that accepts and never answers: 503 after the connect timeout, not a hang', { timeout: 30_000 }, async () => {
-    const target = await appAgainst(`postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/portfolio`);
+    const target = await appAgainst(`postgres://postgres@127.0.0.1:${silent.port}/portfolio`);
     const answers = await Promise.all(ROUTES.map((route) => send(target, route)));
     for (const answer of answers) {
       expectUnavailable(answer);

@@ -1,32 +1,21 @@
-import { createServer, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inRateLimitGroup } from '../src/plugins/rate-limit.ts';
 import { buildTestApp } from './support/app.ts';
+import { startSilentServer } from './support/silent-server.ts';
 
 // A Redis that accepts connections and never answers must neither slow every
 // request down nor open every limit: each Redis command has a deadline, and
 // past it the counting goes on in the process.
 
-let stalled: Server;
-const sockets = new Set<Socket>();
+let stalled: Awaited<ReturnType<typeof startSilentServer>>;
 let stalledUrl: string;
 
 beforeAll(async () => {
-  stalled = createServer((socket) => {
-    // Reads everything, answers nothing.
-    sockets.add(socket);
-    socket.on('data', () => {});
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise<void>((resolve) => stalled.listen(0, '127.0.0.1', resolve));
-  stalledUrl = `redis://127.0.0.1:${(stalled.address() as AddressInfo).port}`;
+  stalled = await startSilentServer();
+  stalledUrl = `redis://127.0.0.1:${stalled.port}`;
 });
-afterAll(async () => {
-  for (const socket of sockets) socket.destroy();
-  await new Promise((resolve) => stalled.close(resolve));
-});
+afterAll(() => stalled.close());
 
 async function groupRoutes(app: FastifyInstance) {
   app.post('/t/signin', inRateLimitGroup(app, 'auth'), async () => ({ success: true }));
