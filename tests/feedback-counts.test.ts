@@ -8,8 +8,9 @@ import { createWebsite } from './support/feedback-fixtures.ts';
 // public.feedback_counts, which the admin list's total is summed from
 // (supabase/migrations/20261127100000_count_feedback_by_status_and_website.sql):
 // after any mix of inserts, triage, moves between websites, deletes and a
-// website's deletion it holds what `count(*)` over the feedback says, and
-// concurrent writers lose no change.
+// website's deletion it holds what `count(*)` over the feedback says (summed
+// over its shards), concurrent writers lose no change, and a submission does
+// not wait for another one to commit.
 
 const sql = testSql();
 afterAll(() => sql.end());
@@ -18,16 +19,17 @@ type Status = 'pending' | 'resolved' | 'archived';
 const STATUSES: Status[] = ['pending', 'resolved', 'archived'];
 
 /**
- * Every (status, website) whose count and stored total differ, read in one
- * statement so that both sides are one snapshot while other files write.
+ * Every (status, website) whose count and stored total (the sum of its
+ * shards) differ, read in one statement so that both sides are one snapshot
+ * while other files write.
  */
 const mismatches = () => sql`
   select coalesce(counted.status, stored.status) as status, coalesce(counted.website_id, stored.website_id) as website_id,
          counted.rows, stored.total
     from (select status, website_id, count(*) as rows from public.feedback group by status, website_id) as counted
-    full join public.feedback_counts as stored
+    full join (select status, website_id, sum(total) as total from public.feedback_counts group by status, website_id) as stored
       on stored.status = counted.status and stored.website_id is not distinct from counted.website_id
-   where counted.rows is distinct from stored.total`;
+   where coalesce(counted.rows, 0) <> coalesce(stored.total, 0)`;
 
 /** Triage columns that satisfy feedback_resolution_matches_status for `status`. */
 const resolution = (status: Status) => (status === 'resolved' ? sql`now()` : sql`null`);
@@ -114,15 +116,55 @@ describe('feedback_counts', () => {
     );
   });
 
-  it('keeps no row for a key that no feedback has any more', async () => {
+  it('leaves no shard at zero, and a website whose feedback is gone sums to zero', async () => {
     const websiteId = await createWebsite(sql, 'Emptied site');
-    await insertRows(websiteId, ['pending', 'archived'], 3);
-    expect(await sql`select status, total from public.feedback_counts where website_id = ${websiteId} order by status`).toEqual([
-      { status: 'pending', total: '1' },
-      { status: 'archived', total: '1' },
-    ]);
-    await sql`delete from public.feedback where website_id = ${websiteId}`;
-    expect(await sql`select * from public.feedback_counts where website_id = ${websiteId}`).toEqual([]);
+    for (let round = 0; round < 5; round++) {
+      await insertRows(websiteId, ['pending', 'archived', 'pending'], 3);
+      await sql`delete from public.feedback where website_id = ${websiteId}`;
+    }
+    const shards = await sql<{ status: Status; total: string }[]>`select status, total from public.feedback_counts where website_id = ${websiteId}`;
+    expect(shards.filter((shard) => shard.total === '0')).toEqual([]);
+    for (const wanted of STATUSES) {
+      expect(shards.filter((shard) => shard.status === wanted).reduce((sum, shard) => sum + Number(shard.total), 0)).toBe(0);
+    }
+  });
+
+  it("a submission does not wait for another one's commit to the same website", async () => {
+    const websiteId = await createWebsite(sql, 'Popular site');
+    const submit = (tx: postgres.TransactionSql) =>
+      tx`insert into public.feedback (name, email, comment, rating, website_id) values ('Quick Person', 'quick@example.test', 'Submitted while another waits', 4, ${websiteId})`;
+    let release = () => {};
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let held = () => {};
+    const holding = new Promise<void>((resolve) => (held = resolve));
+    // One submission inserted and not yet committed, as one waiting on its COMMIT's round trip is.
+    const open = sql.begin(async (tx) => {
+      await submit(tx);
+      held();
+      await released;
+    });
+    await holding;
+    // With one counter row a key, every one of these waited for it and timed out.
+    let committed = 0;
+    try {
+      for (let attempt = 0; attempt < 20; attempt++) {
+        await sql
+          .begin(async (tx) => {
+            await tx`set local lock_timeout = '100ms'`;
+            await submit(tx);
+          })
+          .then(
+            () => (committed += 1),
+            (error: { code?: string }) => expect(error.code).toBe('55P03'),
+          );
+      }
+    } finally {
+      release();
+      await open;
+    }
+    // Each collides with the open one's shard with a chance of 1 in 16.
+    expect(committed).toBeGreaterThanOrEqual(10);
+    expect(await mismatches()).toEqual([]);
   });
 
   it('is emptied by a truncate of the feedback (rolled back: other files share this table)', async () => {
@@ -189,7 +231,7 @@ describe('who reads feedback_counts', () => {
     const viewer = await createAuthUser(sql, { name: 'Counts Viewer' });
     await grantRole(sql, viewer.id, 'viewer');
     const totals = (userId: string) =>
-      asUser(sql, userId, (tx) => tx`select status, total::int from public.feedback_counts where website_id = ${websiteId} order by status`);
+      asUser(sql, userId, (tx) => tx`select status, sum(total)::int as total from public.feedback_counts where website_id = ${websiteId} group by status order by status`);
 
     expect(await totals(admin.id)).toEqual([
       { status: 'pending', total: 2 },
@@ -199,8 +241,7 @@ describe('who reads feedback_counts', () => {
     await expect(asUser(sql, null, (tx) => tx`select * from public.feedback_counts`)).rejects.toMatchObject({ code: '42501' });
     for (const write of [
       (tx: postgres.TransactionSql) => tx`update public.feedback_counts set total = 0`,
-      (tx: postgres.TransactionSql) => tx`insert into public.feedback_counts (status, total) values ('pending', 1000)`,
-      (tx: postgres.TransactionSql) => tx`select public.add_feedback_counts('{pending}', '{null}', '{1000}', null, null, null)`,
+      (tx: postgres.TransactionSql) => tx`insert into public.feedback_counts (status, shard, total) values ('pending', 0, 1000)`,
     ]) {
       await expect(asUser(sql, admin.id, write)).rejects.toMatchObject({ code: '42501' });
     }
