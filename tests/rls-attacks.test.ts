@@ -45,7 +45,8 @@ const before = new Map<string, Record<string, unknown>[]>();
 
 // One row of another user (the victim) in every table: a profile, a role and
 // its role_changes record, a website with analytics events (and so rows in
-// every rollup), feedback (and so an outbox row) and a client log entry.
+// every rollup), feedback (and so an outbox row, a count and a change not yet
+// counted) and a client log entry.
 beforeAll(async () => {
   victim = await createAuthUser(sql, { name: 'Victim Owner' });
   await grantRole(sql, victim.id, 'editor');
@@ -55,6 +56,14 @@ beforeAll(async () => {
   await sql`
     insert into public.feedback (id, name, email, comment, rating, website_id)
     values (${feedbackId}, 'Victim Owner', ${victim.email}, 'Feedback that only admins may read', 2, ${websiteId})`;
+  // A second one while another transaction holds the counts' fold lock: its
+  // change waits in feedback_count_changes (the first was folded into feedback_counts).
+  await sql.begin(async (holder) => {
+    await holder`select pg_advisory_xact_lock(hashtext('public.feedback_counts'))`;
+    await sql`
+      insert into public.feedback (name, email, comment, rating, status, website_id)
+      values ('Victim Owner', ${victim.email}, 'Archived feedback that only admins may count', 2, 'archived', ${websiteId})`;
+  });
   const at = new Date().toISOString();
   const session = `session-${feedbackId}`;
   await insertEvents(sql, websiteId, [

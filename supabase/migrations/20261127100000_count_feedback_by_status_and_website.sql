@@ -1,36 +1,41 @@
 -- The admin list's total without counting the table. Each page of
 -- GET /api/feedback/get-feedback carries `pagination.total`, which was a
 -- `count(*)` over every matching row: a cost that grows with the table, paid
--- by every page. This table holds how many feedback rows have each status and
--- website, kept in the same transaction as the change by statement triggers
--- on public.feedback, so a total is a sum over a few small rows and reads the
--- same snapshot as the page beside it.
+-- by every page. Now a total is a sum over a few small rows, read in the
+-- same snapshot as the page beside it:
 --
--- Each (status, website) is split over 16 shards, and a statement adds its
--- changes to one shard drawn at random. With one row per key, every
--- submission to a website updated the same row and held its lock until its
--- commit: concurrent submissions queued behind each other (a 60 s soak at
--- 100 submissions a second: p99 785 ms, against 29 ms before the counts). A
--- shard's total may go below zero (rows counted in one shard, removed through
--- another); the sum over a key's shards is what counts.
+-- - public.feedback_count_changes: every statement that inserts, updates or
+--   deletes feedback appends what it changed, per status and website, in its
+--   own transaction. Appending takes no lock another writer waits for.
+-- - public.feedback_counts: one row per status and website. The same
+--   statement then folds the changes committed so far into it, unless another
+--   transaction is folding (then it leaves its own for the next one).
+--
+-- A total is the sum of both. Counter rows updated by every submission would
+-- make concurrent submissions queue: each holds the row's lock until its
+-- COMMIT comes back, a round trip through a busy server (tried: one row a
+-- key, then 16 shards a key; docs/performance.md).
 
 create table public.feedback_counts (
   status public.feedback_status not null,
   -- Not a foreign key: a deleted website's feedback moves to null through
   -- feedback's own `on delete set null`, and its count moves with it.
   website_id uuid,
-  shard smallint not null check (shard between 0 and 15),
   total bigint not null,
-  constraint feedback_counts_status_website_shard_key unique nulls not distinct (status, website_id, shard)
+  constraint feedback_counts_status_website_key unique nulls not distinct (status, website_id)
+);
+
+create table public.feedback_count_changes (
+  status public.feedback_status not null,
+  website_id uuid,
+  delta bigint not null
 );
 
 comment on table public.feedback_counts is
-  'How many feedback rows have each status and website; kept by triggers on public.feedback. See docs/feedback.md.';
+  'How many feedback rows have each status and website, with public.feedback_count_changes not yet folded in; kept by triggers on public.feedback. See docs/feedback.md.';
+comment on table public.feedback_count_changes is
+  'Changes to public.feedback_counts not yet folded in; kept by triggers on public.feedback. See docs/feedback.md.';
 
--- Adds a statement's changes to one shard: the keys its rows left (`gone`)
--- and the ones they arrived at (`came`). An update that changes neither
--- status nor website nets to nothing and touches no counter. Applied in key
--- order, so two statements on one shard take its row locks in the same order.
 -- PL/pgSQL, so its statements' plans are kept for the session (a SQL
 -- function's are made again on every call; see 20261123100000_has_role_plpgsql.sql).
 create function public.count_feedback_changes()
@@ -40,47 +45,54 @@ security definer
 set search_path = ''
 as $$
 declare
-  drawn_shard smallint := floor(random() * 16);
-  came_statuses public.feedback_status[];
-  came_websites uuid[];
-  came_counts bigint[];
-  gone_statuses public.feedback_status[];
-  gone_websites uuid[];
-  gone_counts bigint[];
+  emptied_statuses public.feedback_status[];
+  emptied_websites uuid[];
 begin
-  -- Each transition table exists only for the operations that have it.
-  if tg_op in ('INSERT', 'UPDATE') then
-    select array_agg(status), array_agg(website_id), array_agg(how_many)
-      into came_statuses, came_websites, came_counts
-      from (select status, website_id, count(*) as how_many from came group by status, website_id) as grouped;
-  end if;
-  if tg_op in ('UPDATE', 'DELETE') then
-    select array_agg(status), array_agg(website_id), array_agg(how_many)
-      into gone_statuses, gone_websites, gone_counts
-      from (select status, website_id, count(*) as how_many from gone group by status, website_id) as grouped;
+  -- What the statement changed, per key; each transition table exists only
+  -- for the operations that have it. An update that changes neither status
+  -- nor website nets to nothing.
+  if tg_op = 'INSERT' then
+    insert into public.feedback_count_changes (status, website_id, delta)
+    select status, website_id, count(*) from came group by status, website_id;
+  elsif tg_op = 'DELETE' then
+    insert into public.feedback_count_changes (status, website_id, delta)
+    select status, website_id, -count(*) from gone group by status, website_id;
+  else
+    insert into public.feedback_count_changes (status, website_id, delta)
+    select status, website_id, sum(delta)
+      from (select status, website_id, 1 as delta from came
+            union all
+            select status, website_id, -1 from gone) as change
+     group by status, website_id
+    having sum(delta) <> 0;
   end if;
 
-  insert into public.feedback_counts as counted (status, website_id, shard, total)
-  select change.status, change.website_id, drawn_shard, sum(change.delta)
-    from (
-      select arrived.status, arrived.website_id, arrived.how_many
-        from unnest(came_statuses, came_websites, came_counts) as arrived (status, website_id, how_many)
-      union all
-      select departed.status, departed.website_id, -departed.how_many
-        from unnest(gone_statuses, gone_websites, gone_counts) as departed (status, website_id, how_many)
-    ) as change (status, website_id, delta)
-   group by change.status, change.website_id
-  having sum(change.delta) <> 0
-   order by change.status, change.website_id nulls first
-  on conflict (status, website_id, shard) do update set total = counted.total + excluded.total;
+  -- One folder at a time; the others leave their changes for it. Only under
+  -- read committed, where the delete below sees what an earlier folder
+  -- removed (an older snapshot would fail on it).
+  if current_setting('transaction_isolation') <> 'read committed'
+     or not pg_try_advisory_xact_lock(hashtext('public.feedback_counts')) then
+    return null;
+  end if;
 
-  -- Shards that came to zero: a website's last feedback moved or deleted
-  -- leaves no row behind, unless its shards net to zero between them (at
-  -- most 16 rows a key). Only statements that removed rows can make one.
-  if gone_statuses is not null then
+  with folded as (
+    delete from public.feedback_count_changes returning status, website_id, delta
+  ), added as (
+    insert into public.feedback_counts as counted (status, website_id, total)
+    select status, website_id, sum(delta) from folded
+     group by status, website_id
+    having sum(delta) <> 0
+    on conflict (status, website_id) do update set total = counted.total + excluded.total
+    returning status, website_id, total
+  )
+  select array_agg(status), array_agg(website_id) into emptied_statuses, emptied_websites
+    from added where total = 0;
+
+  -- A key no feedback has any more (a website's last feedback moved or deleted).
+  if emptied_statuses is not null then
     delete from public.feedback_counts as counted
-     using unnest(gone_statuses, gone_websites) as departed (status, website_id)
-     where counted.total = 0 and counted.status = departed.status and counted.website_id is not distinct from departed.website_id;
+     using unnest(emptied_statuses, emptied_websites) as emptied (status, website_id)
+     where counted.total = 0 and counted.status = emptied.status and counted.website_id is not distinct from emptied.website_id;
   end if;
   return null;
 end;
@@ -94,6 +106,7 @@ set search_path = ''
 as $$
 begin
   delete from public.feedback_counts;
+  delete from public.feedback_count_changes;
   return null;
 end;
 $$;
@@ -123,19 +136,25 @@ create trigger feedback_forget_counts
   after truncate on public.feedback
   for each statement execute function public.forget_feedback_counts();
 
-insert into public.feedback_counts (status, website_id, shard, total)
-select status, website_id, 0, count(*) from public.feedback group by status, website_id;
+insert into public.feedback_counts (status, website_id, total)
+select status, website_id, count(*) from public.feedback group by status, website_id;
 
 -- Read as the feedback is: admins only (and service_role, which bypasses
--- RLS, as on the analytics rollups); the API roles never write it, the
+-- RLS, as on the analytics rollups); the API roles never write them, the
 -- triggers above do as their owner.
 alter table public.feedback_counts enable row level security;
+alter table public.feedback_count_changes enable row level security;
 
-revoke all on table public.feedback_counts from anon, authenticated;
-grant select on table public.feedback_counts to authenticated;
-grant all on table public.feedback_counts to service_role;
+revoke all on table public.feedback_counts, public.feedback_count_changes from anon, authenticated;
+grant select on table public.feedback_counts, public.feedback_count_changes to authenticated;
+grant all on table public.feedback_counts, public.feedback_count_changes to service_role;
 
 create policy "Admins can read feedback counts"
   on public.feedback_counts for select
+  to authenticated
+  using ((select public.has_role('admin')));
+
+create policy "Admins can read feedback count changes"
+  on public.feedback_count_changes for select
   to authenticated
   using ((select public.has_role('admin')));

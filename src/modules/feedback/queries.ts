@@ -98,13 +98,17 @@ function where(tx: Tx, filter: FeedbackFilter) {
 }
 
 /**
- * How many rows match, summed from public.feedback_counts (kept by triggers
- * in the transaction of every change) rather than counted: a handful of rows
- * however large the table grows. Row-level security gives it the same
- * readers as the feedback itself.
+ * How many rows match, summed from the counts and the changes not yet folded
+ * into them (both kept by triggers in the transaction of every change) rather
+ * than counted: a handful of rows however large the table grows. Row-level
+ * security gives them the same readers as the feedback itself.
  */
 export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<number> {
-  const [row] = await tx<{ total: number }[]>`select coalesce(sum(total), 0)::int as total from public.feedback_counts ${where(tx, filter)}`;
+  const [row] = await tx<{ total: number }[]>`
+    select coalesce(sum(how_many), 0)::int as total
+      from (select total as how_many from public.feedback_counts ${where(tx, filter)}
+            union all
+            select delta from public.feedback_count_changes ${where(tx, filter)}) as counted`;
   return row.total;
 }
 
