@@ -11,7 +11,8 @@ import { connectDatabase } from '../src/plugins/db.ts';
 // readAtOnceAsActor rests on three things checked here against the real
 // server: every statement sees what the first one set, an error skips the
 // rest, and nothing can join the chain once it is sent. The reserve() fixes
-// of the same patch are checked after them, readAtOnceAsActor itself last.
+// of the same patch are checked after them, readAtOnceAsActor itself last
+// (with writeAtOnceAsActor, the same chain for one write).
 
 const databaseUrl = inject('stack').databaseUrl;
 const { hostname, port } = new URL(databaseUrl);
@@ -42,7 +43,7 @@ beforeAll(async () => {
   await sql`select 1`;
 });
 afterAll(async () => {
-  await admin`drop table if exists chain_probe, chain_shape, chain_stale`;
+  await admin`drop table if exists chain_probe, chain_shape, chain_stale, chain_write`;
   await Promise.all([sql.end(), admin.end()]);
 });
 
@@ -239,6 +240,20 @@ describe('readAtOnceAsActor', () => {
       }),
     ).rejects.toMatchObject({ code: '42P01' });
     expect(runs).toBe(1);
+  });
+
+  it('writeAtOnceAsActor answers after the commit: a write the commit refuses rejects, and nothing is stored', async () => {
+    // A deferred constraint is checked at the commit, after the INSERT's CommandComplete has come back.
+    await admin`create table chain_write (id int primary key, twin int unique deferrable initially deferred)`;
+    await admin`grant select, insert on chain_write to anon`;
+    await admin`insert into chain_write values (1, 1)`;
+    const insert = (id: number, twin: number) => db.writeAtOnceAsActor({ role: 'anon' }, (tx) => tx`insert into chain_write values (${id}, ${twin})`);
+    await expect(insert(2, 1)).rejects.toMatchObject({ code: '23505' });
+    await insert(3, 3);
+    expect(await admin`select id from chain_write order by id`).toEqual([{ id: 1 }, { id: 3 }]);
+    // The connection is usable afterwards, as the elevated role.
+    const [session] = await db.sql`select current_user as role`;
+    expect(session.role).toBe('service_role');
   });
 
   it('refuses a statement made after an await, so nothing runs outside the actor’s settings', async () => {

@@ -8,8 +8,9 @@ import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './app.ts';
 import { feedbackBody } from './feedback-fixtures.ts';
 
 // Requests for tests/faults.test.ts: the DB-backed routes it drives (public
-// feedback submission, analytics ingestion, and two reads of one round trip
-// each, db.readAtOnceAsActor: the admin feedback list and the analytics summary),
+// feedback submission, a write of one round trip, db.writeAtOnceAsActor;
+// analytics ingestion; and two reads of one round trip each,
+// db.readAtOnceAsActor: the admin feedback list and the analytics summary),
 // sent over real HTTP with a deadline, so a request that hangs fails the
 // test instead of holding it open; and the real server process to send them to.
 

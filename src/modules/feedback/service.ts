@@ -72,7 +72,7 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
 
       const id = randomUUID();
       try {
-        await db.asActor(SUBMITTER, (tx) =>
+        await db.writeAtOnceAsActor(SUBMITTER, (tx) =>
           insertFeedback(tx, {
             id,
             name: escapeHtml(body.name),
