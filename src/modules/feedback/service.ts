@@ -133,7 +133,7 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
     /** Resolving without naming anyone records the caller as the resolver. */
     async triageFeedback(caller: Caller, id: string, body: UpdateFeedbackBody) {
       try {
-        const updated = await db.asActor(dbActorOf(caller), (tx) =>
+        const updated = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) =>
           updateFeedbackTriage(tx, id, {
             status: body.status,
             adminNotes: typeof body.adminNotes === 'string' ? escapeHtml(body.adminNotes) : body.adminNotes,

@@ -34,7 +34,7 @@ export function createLogsService({ db }: { db: Database }) {
   /** Stored in the caller's name; the legacy admin token has no auth.users row, so no user id. */
   async function storeClientEntry(caller: Caller, body: CreateLogBody, requestId: string) {
     const userId = caller.kind === 'user' ? caller.userId : null;
-    return db.asActor(dbActorOf(caller), (tx) => insertClientLogEntry(tx, body, { userId, requestId }));
+    return db.writeAtOnceAsActor(dbActorOf(caller), (tx) => insertClientLogEntry(tx, body, { userId, requestId }));
   }
 
   function storeServerEntriesElevated(entries: ServerLogEntry[]): Promise<void> {

@@ -13,9 +13,11 @@ const LAST_ADMIN = 'PT409';
 export function createRolesService({ db }: { db: Database }) {
   async function getRoles(caller: Caller, userId: string): Promise<UserRoles> {
     if (!canViewUserRoles(caller, userId)) throw forbidden();
-    return db.asActor(dbActorOf(caller), async (tx) => {
-      if (!(await userExists(tx, userId))) throw notFound('User not found');
-      return { userId, roles: await getUserRoles(tx, userId) };
+    // Both reads at once, one round trip (db.readAtOnceAsActor); no roles for a user who is not there.
+    return db.readAtOnceAsActor(dbActorOf(caller), async (tx) => {
+      const [exists, roles] = await Promise.all([userExists(tx, userId), getUserRoles(tx, userId)]);
+      if (!exists) throw notFound('User not found');
+      return { userId, roles };
     });
   }
 

@@ -92,7 +92,7 @@ export function createUsersService({ db, supabase }: { db: Database; supabase: S
       if (error) throw (await lostRaceFor(caller, email, error, id)) ? conflict(DUPLICATE_EMAIL) : authAdminError(error);
     }
     if (name !== undefined && name !== current.name) {
-      const renamed = await asCaller(caller, (tx) => updateUserName(tx, id, name));
+      const renamed = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) => updateUserName(tx, id, name));
       if (!renamed) throw userNotFound();
       await writeNameToAuthMetadata(id, name, log);
     }

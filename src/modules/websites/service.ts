@@ -40,7 +40,7 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
   /** The new website with its API key, shown in full only here. */
   async function createWebsite(caller: Caller, body: CreateWebsiteBody): Promise<Website & { apiKey: string }> {
     const apiKey = generateApiKey();
-    const website = await db.asActor(dbActorOf(caller), (tx) =>
+    const website = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) =>
       insertWebsite(tx, {
         name: body.name,
         domain: body.domain,
@@ -67,7 +67,7 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
   }
 
   async function changeWebsite(caller: Caller, id: string, patch: UpdateWebsiteBody): Promise<Website> {
-    const website = await db.asActor(dbActorOf(caller), (tx) => updateWebsite(tx, id, patch));
+    const website = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) => updateWebsite(tx, id, patch));
     if (!website) throw websiteNotFound();
     return website;
   }
@@ -75,7 +75,7 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
   /** A new API key for the website, shown in full only here; the old key opens nothing from the commit on. */
   async function rotateApiKey(caller: Caller, id: string): Promise<Website & { apiKey: string }> {
     const apiKey = generateApiKey();
-    const website = await db.asActor(dbActorOf(caller), (tx) => replaceApiKey(tx, id, { hash: apiKey.hash, prefix: apiKey.prefix }));
+    const website = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) => replaceApiKey(tx, id, { hash: apiKey.hash, prefix: apiKey.prefix }));
     if (!website) throw websiteNotFound();
     return { ...website, apiKey: apiKey.key };
   }
@@ -89,7 +89,7 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
    * that was cut short.
    */
   async function removeWebsite(caller: Caller, id: string): Promise<void> {
-    const begun = await db.asActor(dbActorOf(caller), (tx) => beginWebsiteDeletion(tx, id));
+    const begun = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) => beginWebsiteDeletion(tx, id));
     if (!begun) throw websiteNotFound();
     await finishDeletionElevated(id);
   }
