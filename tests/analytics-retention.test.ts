@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pruneExpiredEventsElevated, retentionCutoff } from '../src/modules/analytics/retention/worker.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, type FixtureEvent, insertEvents, type TestWebsite } from './support/analytics.ts';
-import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, readsDuring, testSql } from './support/db.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // Retention: raw events before the cut-off are deleted in batches; the
 // rollups keep every figure exact, and later events still link to the days
@@ -79,5 +80,46 @@ describe('deleting expired events', () => {
       asUser(sql, admin.id, (tx) => tx`select public.delete_analytics_events_before(now(), 10)`),
     ).rejects.toMatchObject({ code: '42501' });
     await expect(sql`select public.delete_analytics_events_before(now(), 0)`).rejects.toMatchObject({ code: '22023' });
+  });
+});
+
+describe('a retention batch', () => {
+  // A database of its own: the table holds only these rows, older first, as time writes them.
+  const database = usePrivateDatabase('retention');
+
+  // Counted, not timed. Naming the batch's rows by id had the delete find them
+  // with a sequential scan of the whole table, in every batch.
+  it('reads its own rows of the table, not every row, while the rows it deletes fill whole batches', async () => {
+    const db = database.sql;
+    const [site] = await db<{ id: string }[]>`
+      insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+      values ('Retention reads', 'retention.example', sha256('retention reads'), 'wsk_retentio')
+      returning id`;
+    const insertDays = (from: string, count: number) => db`
+      insert into public.analytics_events (id, website_id, event_type, page, user_agent, device_type, session_id, visitor_id, created_at)
+      select gen_random_uuid(), ${site.id}, 'page_view', '/p' || (g % 20), 'fixture', 'desktop', 's' || (g % 300), 'v' || (g % 500),
+             ${from}::timestamptz + g * interval '1 minute'
+        from generate_series(1, ${count}) g`;
+    await insertDays('2018-01-01', 4_000);
+    await insertDays('2025-01-01', 4_000);
+    const batchSize = 500;
+    const batches: { deleted: number; seqRows: number; indexEntries: number }[] = [];
+    for (;;) {
+      const { result: deleted, reads } = await db.begin((tx) =>
+        readsDuring(tx, ['analytics_events'], async () => {
+          const [row] = await tx<{ deleted: number }[]>`select public.delete_analytics_events_before('2019-01-01', ${batchSize}) as deleted`;
+          return row.deleted;
+        }),
+      );
+      batches.push({ deleted, seqRows: reads[0].seqRows, indexEntries: reads[0].indexEntries });
+      if (deleted < batchSize) break;
+    }
+    expect(batches.map((batch) => batch.deleted)).toEqual([...Array(8).fill(batchSize), 0]);
+    // A full batch reads its 500 rows; only the last call, which finds no row left, looks through the rest.
+    for (const batch of batches.slice(0, -1)) expect(batch.seqRows + batch.indexEntries, JSON.stringify(batches)).toBeLessThanOrEqual(batchSize);
+    const [left] = await db<{ old: number; recent: number }[]>`
+      select count(*) filter (where created_at < '2019-01-01')::int as old, count(*) filter (where created_at >= '2019-01-01')::int as recent
+        from public.analytics_events`;
+    expect(left).toEqual({ old: 0, recent: 4_000 });
   });
 });

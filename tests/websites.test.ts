@@ -2,10 +2,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebsitesService } from '../src/modules/websites/service.ts';
-import type { Tx } from '../src/plugins/db.ts';
 import { buildTestApp } from './support/app.ts';
 import { adminToken, createWebsite } from './support/analytics.ts';
-import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, readsDuring, testSql } from './support/db.ts';
 
 // Websites (issue 5) over HTTP with the legacy admin token (Supabase user
 // sessions need the auth server, which this stack cannot run), and the same
@@ -353,21 +352,6 @@ describe('deleting a website with many events', () => {
     }
   });
 
-  /**
-   * What this connection has read of each analytics table since its counts
-   * were last sent to the statistics (PostgreSQL 15 keeps earlier transactions'
-   * counts there, and sends none inside a transaction): sequential scans, and
-   * entries of its indexes.
-   */
-  const readsNotYetSent = (tx: Tx) => tx<{ table: string; seqScans: number; indexEntries: number }[]>`
-    select t.relname as table,
-           pg_stat_get_xact_numscans(t.oid)::int as "seqScans",
-           coalesce(sum(pg_stat_get_xact_tuples_returned(i.indexrelid)), 0)::int as "indexEntries"
-      from pg_class t
-      join pg_index i on i.indrelid = t.oid
-     where t.relnamespace = 'public'::regnamespace and t.relname = any (${ANALYTICS_TABLES})
-     group by t.oid, t.relname`;
-
   // Counted, not timed: a batch that finds its rows with a bitmap scan reads
   // every index entry the website still has; one with a sequential scan, every
   // page earlier batches emptied. Either makes a deletion take time in the
@@ -383,16 +367,12 @@ describe('deleting a website with many events', () => {
       const deletedBefore = new Map<string, number>();
       let batches = 0;
       for (;;) {
-        const { deleted, reads } = await sql.begin(async (tx) => {
-          const before = await readsNotYetSent(tx);
-          const [{ deleted }] = await tx<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, ${batchSize}) as deleted`;
-          const after = await readsNotYetSent(tx);
-          const reads = after.map((read) => {
-            const earlier = before.find((row) => row.table === read.table);
-            return { ...read, seqScans: read.seqScans - (earlier?.seqScans ?? 0), indexEntries: read.indexEntries - (earlier?.indexEntries ?? 0) };
-          });
-          return { deleted, reads };
-        });
+        const { result: deleted, reads } = await sql.begin((tx) =>
+          readsDuring(tx, ANALYTICS_TABLES, async () => {
+            const [row] = await tx<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, ${batchSize}) as deleted`;
+            return row.deleted;
+          }),
+        );
         if (deleted === 0) break;
         batches += 1;
         const from = ANALYTICS_TABLES.find((table) => (left[table] ?? 0) > 0) ?? 'websites';

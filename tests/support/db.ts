@@ -82,3 +82,40 @@ export function storedListRefusals(sql: postgres.Sql) {
      where source = 'server' and (context ->> 'statusCode')::int = 401
        and (context ->> 'route' = 'GET /api/feedback/get-feedback' or message = 'request refused')`;
 }
+
+/** What a statement read of one table: sequential scans, the rows they returned, and entries of the table's indexes. */
+export interface TableReads {
+  table: string;
+  seqScans: number;
+  seqRows: number;
+  indexEntries: number;
+}
+
+/**
+ * Runs `work` in `tx` and says what it read of each of `tables` (public
+ * schema), from the connection's own statistics counts, which PostgreSQL 15
+ * sends on only between transactions: the counts after `work` less those
+ * before, both inside the transaction, are exactly its reads. Counted, not
+ * timed, so a test can say a statement does not read a whole table.
+ */
+export async function readsDuring<T>(tx: postgres.TransactionSql, tables: string[], work: () => Promise<T>): Promise<{ result: T; reads: TableReads[] }> {
+  const counts = () => tx<TableReads[]>`
+    select t.relname as table,
+           pg_stat_get_xact_numscans(t.oid)::int as "seqScans",
+           pg_stat_get_xact_tuples_returned(t.oid)::int as "seqRows",
+           coalesce((select sum(pg_stat_get_xact_tuples_returned(i.indexrelid)) from pg_index i where i.indrelid = t.oid), 0)::int as "indexEntries"
+      from pg_class t
+     where t.relnamespace = 'public'::regnamespace and t.relkind = 'r' and t.relname = any (${tables})`;
+  const before = await counts();
+  const result = await work();
+  const reads = (await counts()).map((after) => {
+    const earlier = before.find((row) => row.table === after.table);
+    return {
+      table: after.table,
+      seqScans: after.seqScans - (earlier?.seqScans ?? 0),
+      seqRows: after.seqRows - (earlier?.seqRows ?? 0),
+      indexEntries: after.indexEntries - (earlier?.indexEntries ?? 0),
+    };
+  });
+  return { result, reads };
+}
