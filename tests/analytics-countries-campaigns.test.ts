@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readCampaign } from '../src/modules/analytics/campaign.ts';
+import { decodePair, readCampaign } from '../src/modules/analytics/campaign.ts';
 import { createCountryLookup } from '../src/modules/analytics/geo.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, type TestWebsite } from './support/analytics.ts';
@@ -83,6 +83,20 @@ describe('campaign tags', () => {
         const expected = queryOf(sent).split('&').filter((pair) => !isUtm(pair)).join('&');
         expect(queryOf(page)).toBe(expected);
       }),
+    );
+  });
+
+  it('any pair is read as URLSearchParams reads it, with or without anything to decode', () => {
+    const piece = fc.oneof(
+      fc.constantFrom('=', '?', '+', '%', '%2', '%41', '%zz', '%F0%9F', ' ', 'é', '🎉', '\uD800', '\uDC00', '\u0000', 'utm_source', 'a'),
+      fc.string({ unit: 'binary', maxLength: 4 }),
+    );
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 12 }), (pieces) => {
+        const pair = pieces.join('').replaceAll('&', '');
+        expect(decodePair(pair)).toEqual(new URLSearchParams(pair).entries().next().value);
+      }),
+      { numRuns: 2_000 },
     );
   });
 });

@@ -16,8 +16,27 @@ const UTM_PARAMETERS = new Set(['utm_source', 'utm_medium', 'utm_campaign', 'utm
 function tag(raw: string | undefined): string | null {
   // Decoding can yield control characters (%00 included), which Postgres text cannot always hold.
   const value = raw?.replace(/[\u0000-\u001f\u007f]/g, '').trim();
-  // By code point, as Postgres counts, so a surrogate pair is never cut in half.
-  return value ? [...value].slice(0, TAG_MAX).join('') : null;
+  if (!value) return null;
+  // By code point, as Postgres counts, so a surrogate pair is never cut in half;
+  // a string of at most TAG_MAX code units has no more code points than that.
+  return value.length <= TAG_MAX ? value : [...value].slice(0, TAG_MAX).join('');
+}
+
+/**
+ * The name and value of one `name=value` pair as URLSearchParams decodes them
+ * ('+' a space, escapes decoded, bad ones left as they are); undefined for an
+ * empty pair. A pair with nothing to decode is only split at its first '=':
+ * building a URLSearchParams for each pair of every tagged event was most of
+ * what reading its campaign cost.
+ */
+export function decodePair(pair: string): [string, string] | undefined {
+  // URLSearchParams also drops a leading '?' and replaces unpaired surrogates.
+  if (pair.includes('%') || pair.includes('+') || pair.startsWith('?') || !pair.isWellFormed()) {
+    return new URLSearchParams(pair).entries().next().value;
+  }
+  if (pair === '') return undefined;
+  const equalsAt = pair.indexOf('=');
+  return equalsAt === -1 ? [pair, ''] : [pair.slice(0, equalsAt), pair.slice(equalsAt + 1)];
 }
 
 /** The page without its utm_* parameters, and the campaign they named. */
@@ -35,8 +54,7 @@ export function readCampaign(page: string): { page: string; campaign: Campaign }
   const kept: string[] = [];
   const tags = new Map<string, string>();
   for (const pair of beforeHash.slice(queryAt + 1).split('&')) {
-    // One pair decoded as URLSearchParams decodes it ('+' a space, bad escapes left as they are).
-    const [name, value] = new URLSearchParams(pair).entries().next().value ?? [];
+    const [name, value] = decodePair(pair) ?? [];
     if (name === undefined || !UTM_PARAMETERS.has(name)) kept.push(pair);
     else if (!tags.has(name)) tags.set(name, value ?? '');
   }
