@@ -147,8 +147,10 @@ export default fp(
   async function jsonBodyPlugin(app: FastifyInstance) {
     // A gzipped body went on to the parsers as it was, and came back 400 "not valid UTF-8":
     // the client is told what to change instead (RFC 7694: 415 for a coding not supported).
-    app.addHook('onRequest', async function refuseEncodedBody(request) {
-      if (hasEncodedBody(request.headers)) throw new AppError(415, 'Unsupported content encoding; send the body uncompressed');
+    // A callback hook, as every hook that runs on each request: an async one costs a promise each time.
+    app.addHook('onRequest', function refuseEncodedBody(request, _reply, done) {
+      if (hasEncodedBody(request.headers)) return done(new AppError(415, 'Unsupported content encoding; send the body uncompressed'));
+      done();
     });
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, jsonBodyParser(app));
     // Fastify reads text/plain as a string, which a JSON route then refuses as

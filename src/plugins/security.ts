@@ -115,11 +115,12 @@ export default fp<{ config: Config }>(
     // A preflight from another origin (a front end on 127.0.0.1 when CORS_ORIGIN says localhost,
     // or on another port) fell through to a 404 `Route OPTIONS … not found`, which sent the
     // developer looking for a missing route. The browser refuses the call either way.
-    app.addHook('onRequest', async function refuseOtherOriginsPreflight(request) {
+    app.addHook('onRequest', function refuseOtherOriginsPreflight(request, _reply, done) {
       const { origin } = request.headers;
       if (request.method === 'OPTIONS' && origin !== undefined && origin !== allowedOrigin && request.headers['access-control-request-method']) {
-        throw forbidden('This origin may not call the API from a browser (CORS_ORIGIN)');
+        return done(forbidden('This origin may not call the API from a browser (CORS_ORIGIN)'));
       }
+      done();
     });
   },
   { name: 'security' },

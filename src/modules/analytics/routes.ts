@@ -69,10 +69,16 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     {
       ...inRateLimitGroup(app, 'ingest'),
       bodyLimit: INGEST_BODY_LIMIT,
-      onRequest: async (_request, reply) => app.analyticsBatcher.admit(reply),
+      onRequest: (_request, reply, done) => {
+        app.analyticsBatcher.admit(reply);
+        done();
+      },
       // Tracked sites post here with no-cors beacons; an answer marked same-origin
       // (helmet's default) would still be stored, but logged as blocked in their console.
-      onSend: async (_request, reply) => void reply.header('cross-origin-resource-policy', 'cross-origin'),
+      onSend: (_request, reply, payload, done) => {
+        reply.header('cross-origin-resource-policy', 'cross-origin');
+        done(null, payload);
+      },
       schema: {
         tags,
         summary: 'Record an analytics event (public); answered after it is committed',
