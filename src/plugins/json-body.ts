@@ -34,7 +34,11 @@ function tooDeep(body: unknown): string | undefined {
     const { value, depth, field } = stack.pop()!;
     if (value === null || typeof value !== 'object') continue;
     if (depth === MAX_BODY_DEPTH) return field;
-    for (const [key, item] of Object.entries(value)) stack.push({ value: item, depth: depth + 1, field: depth === 0 ? key : field });
+    // Only objects and arrays go on the stack: a body is mostly strings and numbers.
+    for (const key of Object.keys(value)) {
+      const item = (value as Record<string, unknown>)[key];
+      if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, field: depth === 0 ? key : field });
+    }
   }
   return undefined;
 }
