@@ -1,4 +1,6 @@
+import { setTimeout } from 'node:timers/promises';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from '../../lib/api-keys.ts';
+import { retryDelayMs } from '../../lib/backoff.ts';
 import { errorCode, notFound } from '../../lib/errors.ts';
 import type { PaginationQuery } from '../../lib/schemas.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
@@ -26,8 +28,11 @@ export const websiteNotFound = () => notFound('Website not found');
 // A deletion batch the statement timeout cut (a lock held by ingestion, a busy
 // moment) or a deadlock picked: tried again at half the size, a few times in a
 // row before the caller gets 503 and the deletion is left to be asked again.
+// Each retry waits a little longer first (about 25, 50, 100 ms), so retries
+// straight after one another do not all land in the same busy moment.
 const BATCH_RETRY_CODES = new Set(['57014', '55P03', '40P01', '40001']);
 const BATCH_RETRIES = 3;
+const BATCH_RETRY_BACKOFF = { baseMs: 25, maxMs: 1_000 };
 const isBatchRetryable = (error: unknown) => BATCH_RETRY_CODES.has(String(errorCode(error)));
 
 export interface WebsitesServiceDeps {
@@ -106,6 +111,7 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
         failuresInARow += 1;
         if (!isBatchRetryable(error) || failuresInARow > BATCH_RETRIES) throw error;
         batchSize = Math.max(1, Math.floor(batchSize / 2));
+        await setTimeout(retryDelayMs(failuresInARow, BATCH_RETRY_BACKOFF));
         continue;
       }
       failuresInARow = 0;

@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../../../config.ts';
+import { retryDelayMs } from '../../../lib/backoff.ts';
 import type { ElevatedSql } from '../../../plugins/db.ts';
-import { retryDelayMs } from './backoff.ts';
 import { DeliveryError, type MailTransport, SEND_TIMEOUT_MS } from './mail-transport.ts';
 import { adminUrl, renderFeedbackNotification } from './notification.ts';
 import {
