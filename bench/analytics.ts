@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { compiledServer, goal, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
@@ -31,7 +31,7 @@ import { serviceNodeFlags } from '../scripts/service-flags.ts';
 // run in child processes, apart from the load generator.
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const args = benchArgs();
 const SCALES = (args.scales ?? '1000000,10000000').split(',').map(Number).filter((events) => events > 0);
 const DURATION_S = Number(args.duration ?? 10);
 const WARMUP_S = 3;

@@ -7,7 +7,7 @@ import { findAuthBinary } from '../scripts/stack/auth-server.ts';
 import { freePort } from '../scripts/stack/free-port.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
-import { compiledServer, machine, otherBenchmarks, percentile } from './load.ts';
+import { benchArgs, compiledServer, machine, otherBenchmarks, percentile } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:auth [-- --duration=10 --clients=10 --accounts=40]
@@ -22,7 +22,7 @@ import { serviceNodeFlags } from '../scripts/service-flags.ts';
 // here comes from one address.
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const args = benchArgs();
 const DURATION_S = Number(args.duration ?? 10);
 const CLIENTS = Number(args.clients ?? 10);
 const ACCOUNTS = Number(args.accounts ?? 40);

@@ -41,6 +41,20 @@ const round2 = (value: number) => Math.round(value * 100) / 100;
 /** a ÷ b to two decimals: how the benchmarks state a goal's ratio. */
 export const ratio = (a: number, b: number) => round2(a / b);
 
+/**
+ * The command line's `--name=value` options, split at the first '=' (so
+ * `--set=NAME=value` keeps its value); `--name` alone maps to ''.
+ */
+export function benchArgs(argv = process.argv.slice(2)): Record<string, string> {
+  return Object.fromEntries(
+    argv.map((arg) => {
+      const option = arg.replace(/^--/, '');
+      const split = option.indexOf('=');
+      return split === -1 ? [option, ''] : [option.slice(0, split), option.slice(split + 1)];
+    }),
+  );
+}
+
 /** Stops a benchmark's server process and waits until it has exited. */
 export async function stopServer(child: ChildProcess) {
   if (child.exitCode !== null) return;

@@ -11,7 +11,7 @@ import { asLoginRole } from '../src/lib/database-url.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
-import { BENCH_BUILD, compiledServer, stopServer } from './load.ts';
+import { BENCH_BUILD, benchArgs, compiledServer, stopServer } from './load.ts';
 
 // npm run bench:profile [-- --duration=10 --connections=50 --heap[=survivors]]
 //
@@ -34,7 +34,7 @@ import { BENCH_BUILD, compiledServer, stopServer } from './load.ts';
 // (bench/results/profile-survivors.json).
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const args = benchArgs();
 const DURATION_S = Number(args.duration ?? 10);
 const CONNECTIONS = Number(args.connections ?? 50);
 const KIND: 'cpu' | 'heap' = 'heap' in args ? 'heap' : 'cpu';

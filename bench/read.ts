@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { compiledServer, goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 
@@ -36,7 +36,7 @@ import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 // process (bench/read-server.ts) apart from the load generator.
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-const args = Object.fromEntries(process.argv.slice(2).map((arg) => arg.replace(/^--/, '').split('=') as [string, string]));
+const args = benchArgs();
 const DURATION_S = Number(args.duration ?? 10);
 const WARMUP_S = 3;
 const CONNECTIONS = Number(args.connections ?? 10);
