@@ -56,6 +56,33 @@ describe('group commit', () => {
     expect(batches.length).toBeLessThanOrEqual(3);
   });
 
+  it('items queued while a batch is written still wait for companions, not only for that write', async () => {
+    const started: { items: number[]; at: number }[] = [];
+    let releaseFirst: () => void = () => {};
+    const commit = createGroupCommit<number, string>({
+      maxRows: 100,
+      maxWaitMs: 60,
+      maxInFlight: 1,
+      queueMax: 100,
+      async write(items) {
+        started.push({ items, at: performance.now() });
+        if (items[0] === 1) await new Promise<void>((resolve) => (releaseFirst = resolve));
+        return items.map((item) => `ok:${item}`);
+      },
+    });
+    const first = commit.add(1);
+    await tick(80);
+    const queuedAt = performance.now();
+    const second = commit.add(2);
+    // The write ends long before item 2 has waited 60 ms; item 3 comes after that end.
+    releaseFirst();
+    await first;
+    const third = commit.add(3);
+    await expect(Promise.all([second, third])).resolves.toEqual(['ok:2', 'ok:3']);
+    expect(started.map((batch) => batch.items)).toEqual([[1], [2, 3]]);
+    expect(started[1].at - queuedAt).toBeGreaterThanOrEqual(55);
+  });
+
   it('a failed batch rejects exactly its own items', async () => {
     const { commit, batches } = recorder({ maxRows: 3, maxInFlight: 3, fail: (items) => items.includes(2) });
     const outcomes = await Promise.allSettled([1, 2, 3, 4, 5, 6].map((item) => commit.add(item)));
