@@ -2,7 +2,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { addDays, daysInRange, isCalendarDay } from '../src/modules/analytics/dates.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from '../src/modules/analytics/enrich.ts';
-import { createGroupCommit, QueueFullError, QueueTimeoutError } from '../src/modules/analytics/group-commit.ts';
+import { createGroupCommit, EARLY_BATCH_ROWS, QueueFullError, QueueTimeoutError } from '../src/modules/analytics/group-commit.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 
 // Pure parts of analytics: group commit with a stand-in writer, the facts
@@ -81,6 +81,38 @@ describe('group commit', () => {
     await expect(Promise.all([second, third])).resolves.toEqual(['ok:2', 'ok:3']);
     expect(started.map((batch) => batch.items)).toEqual([[1], [2, 3]]);
     expect(started[1].at - queuedAt).toBeGreaterThanOrEqual(55);
+  });
+
+  it('a batch starts before its wait is out once every item in hand is queued, and not before', async () => {
+    let inHand = EARLY_BATCH_ROWS + 1;
+    const started: number[][] = [];
+    const commit = createGroupCommit<number, string>({
+      maxRows: 500,
+      maxWaitMs: 60_000,
+      maxInFlight: 1,
+      queueMax: 1_000,
+      itemsInHand: () => inHand,
+      async write(items) {
+        started.push(items);
+        return items.map((item) => `ok:${item}`);
+      },
+    });
+    const items = Array.from({ length: EARLY_BATCH_ROWS }, (_, index) => index);
+    const waiting = items.map((item) => commit.add(item));
+    await tick(30);
+    // One more item is on its way: the batch waits for it.
+    expect(started).toEqual([]);
+    const last = commit.add(EARLY_BATCH_ROWS);
+    await expect(Promise.all([...waiting, last])).resolves.toHaveLength(EARLY_BATCH_ROWS + 1);
+    expect(started).toEqual([[...items, EARLY_BATCH_ROWS]]);
+
+    // Fewer than EARLY_BATCH_ROWS, all in hand: the wait gathers companions.
+    inHand = 3;
+    const few = [1, 2, 3].map((item) => commit.add(item));
+    await tick(30);
+    expect(started).toHaveLength(1);
+    await commit.drain();
+    await expect(Promise.all(few)).resolves.toEqual(['ok:1', 'ok:2', 'ok:3']);
   });
 
   it('a failed batch rejects exactly its own items', async () => {
