@@ -2,9 +2,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 // Group commit: callers wait for the batch that carries their item. A batch
 // is written when it is full (maxRows) or its first item has waited
-// maxWaitMs, whichever comes first, with at most maxInFlight batches being
-// written at once; items that arrive meanwhile form the next batch. A failed
-// batch fails exactly its own callers.
+// maxWaitMs, whichever comes first (or sooner when nothing else is on its way:
+// `itemsInHand`), with at most maxInFlight batches being written at once;
+// items that arrive meanwhile form the next batch. A failed batch fails
+// exactly its own callers.
 //
 // The end of a write does not start the next batch early: items queued during
 // it still wait out their first item's maxWaitMs. Started at once, batches
