@@ -21,7 +21,7 @@ import { z } from 'zod';
 // builds its text from thousands of small string pieces, which the socket
 // write then copies into one: for a page of the feedback list 42.6 KiB of
 // garbage a reply against 12.2 KiB for the copy and its text, and 16 µs
-// against 12 (docs/performance.md, "Replies without string pieces"). A value
+// against 13 (docs/performance.md, "Replies without string pieces"). A value
 // the copy cannot take exactly as it is (a number where the schema says
 // string, a required property missing) sends the whole reply through
 // fast-json-stringify, so every reply reads as it did before: converted, or
