@@ -23,7 +23,9 @@ import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 //    admin token: req/s, p50, p99 at a fixed number of connections (two
 //    rounds in opposite order, averaged), then each at a fixed 1k req/s,
 //    evenly spaced (bench/fixed-rate.ts; three rounds, the median p99 taken),
-//    after a full collection and with the collections during it counted, and
+//    after a full collection and with the collections during it counted (and the
+//    p99 of the time from the server's thread taking a request up to its
+//    answer: the rest of a latency is the wait for the thread), and
 //    in autocannon's rate mode (the second's requests in a burst at its start)
 //    for comparison with earlier runs.
 // 2. Soak: public feedback submission (limits raised, notifications sent to
@@ -175,6 +177,10 @@ interface GcCounters {
   scavenges: number;
   markCompacts: number;
   oldSpaceUsedBytes: number;
+  /** Since the last `?collect=1`: the thread's longest pause for a collection. */
+  longestPauseMs: number;
+  /** Since the last `?collect=1`: p99 of the time from the thread taking a request up to its answer (bench/read-server.ts). */
+  servedP99Ms: number | null;
 }
 
 interface Collections {
@@ -182,6 +188,8 @@ interface Collections {
   markCompacts: number;
   /** What the old generation grew by, a request; only when no mark-compact ran (one empties it). */
   oldGrowthKiBPerRequest: number | null;
+  longestPauseMs: number;
+  servedP99Ms: number | null;
 }
 
 const gcCounters = async (url: string, { collect = false } = {}) => (await (await fetch(`${url}/bench/gc${collect ? '?collect=1' : ''}`)).json()) as GcCounters;
@@ -192,11 +200,13 @@ function collectionsBetween(before: GcCounters, after: GcCounters, requests: num
     scavenges: after.scavenges - before.scavenges,
     markCompacts,
     oldGrowthKiBPerRequest: markCompacts === 0 && requests > 0 ? Math.round(((after.oldSpaceUsedBytes - before.oldSpaceUsedBytes) / 1024 / requests) * 100) / 100 : null,
+    longestPauseMs: after.longestPauseMs,
+    servedP99Ms: after.servedP99Ms,
   };
 }
 
 const describeCollections = (c: Collections) =>
-  `${c.scavenges} scavenges, ${c.markCompacts} mark-compacts${c.oldGrowthKiBPerRequest === null ? '' : `, old generation +${c.oldGrowthKiBPerRequest} KiB a request`}`;
+  `${c.scavenges} scavenges, ${c.markCompacts} mark-compacts${c.oldGrowthKiBPerRequest === null ? '' : `, old generation +${c.oldGrowthKiBPerRequest} KiB a request`}, longest pause ${c.longestPauseMs} ms; p99 from the thread taking a request up ${c.servedP99Ms} ms`;
 
 async function soakPhase(url: string, adminToken: string, websiteId: string, pid: number) {
   const perRoute = Math.round(SOAK_RATE / 4);
@@ -430,7 +440,7 @@ async function main() {
         p99Ratio,
       ),
       goal(
-        `garbage collections in the ${DURATION_S} s at a fixed ${FIXED_RATE} req/s (the median round): real route; constant route`,
+        `collections and time served in the ${DURATION_S} s at a fixed ${FIXED_RATE} req/s (the median round): real route; constant route`,
         `${describeCollections(gc.realRoute)}; ${describeCollections(gc.bare)}`,
         'for the analysis',
         null,
