@@ -1,12 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { decodeJwt } from 'jose';
+import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
 import { uniqueEmail } from './support/db.ts';
 import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
+import { TEST_JWT_SECRET } from './support/secrets.ts';
 
 // Every /api/auth route of SPEC section 4 and every error of section 7,
 // against the real Supabase Auth server of this run's stack, over HTTP to a
@@ -194,6 +195,35 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect(again.status).toBe(401);
     expect(again.body).toEqual({ success: false, error: 'No active session', statusCode: 401 });
     expect((await post('/api/auth/signout')).body.error).toBe('No active session');
+  });
+
+  it('sign out with an access token that has expired ends its session: its refresh token is refused; a forged one ends nothing', async () => {
+    // The auth server's own token as it reads an hour on: the same header and claims, signed with
+    // the same key (the stack's JWT secret), its expiry passed.
+    const expiredCopy = async (accessToken: string, key = TEST_JWT_SECRET) => {
+      const now = Math.floor(Date.now() / 1000);
+      const header = decodeProtectedHeader(accessToken);
+      return new SignJWT({ ...decodeJwt(accessToken), iat: now - 3660, exp: now - 60 })
+        .setProtectedHeader({ ...header, alg: header.alg! })
+        .sign(new TextEncoder().encode(key));
+    };
+    const account = await signUp(base, 'signout-expired');
+    const expired = await expiredCopy(account.accessToken);
+    expect((await me(expired)).status).toBe(401);
+    const answer = await post('/api/auth/signout', undefined, expired);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ success: true, message: 'Signed out successfully' });
+    expect((await post('/api/auth/refresh', { refreshToken: account.refreshToken })).status).toBe(401);
+    expect((await me(account.accessToken)).status).toBe(401);
+    const again = await post('/api/auth/signout', undefined, expired);
+    expect(again.body).toEqual({ success: false, error: 'No active session', statusCode: 401 });
+
+    // Signed with another key, the same expired token ends nothing: that session goes on.
+    const other = await signUp(base, 'signout-forged');
+    const forged = await post('/api/auth/signout', undefined, await expiredCopy(other.accessToken, `${TEST_JWT_SECRET}-not`));
+    expect(forged.body).toEqual({ success: false, error: 'No active session', statusCode: 401 });
+    expect((await me(other.accessToken)).status).toBe(200);
+    expect((await post('/api/auth/refresh', { refreshToken: other.refreshToken })).status).toBe(200);
   });
 
   it('a session signed out on one instance is refused by another within its 5 s session-check cache', { timeout: 20_000 }, async () => {

@@ -59,3 +59,37 @@ describe('a user session token', () => {
     }
   });
 });
+
+describe('an expired user token, for sign-out', () => {
+  const hourAgo = () => Math.floor(Date.now() / 1000) - 3600;
+  const userToken = (claims: Record<string, unknown>, key = secret) =>
+    new SignJWT({ role: 'authenticated', aud: 'authenticated', sub: crypto.randomUUID(), session_id: crypto.randomUUID(), iat: hourAgo() - 3600, exp: hourAgo(), ...claims })
+      .setProtectedHeader({ alg: 'HS256' })
+      .sign(new TextEncoder().encode(key));
+
+  it('gives its user and session when only its expiry is past; the ordinary check refuses it', async () => {
+    const verifier = createTokenVerifier({ jwtSecret: secret });
+    const [sub, sessionId] = [crypto.randomUUID(), crypto.randomUUID()];
+    const token = await userToken({ sub, session_id: sessionId });
+    await expect(verifier(token)).rejects.toBeInstanceOf(InvalidTokenError);
+    expect(await verifier.verifyExpiredUserToken(token)).toMatchObject({ sub, session_id: sessionId });
+  });
+
+  it('is refused when anything but the expiry is wrong, or when it has not expired', async () => {
+    const verifier = createTokenVerifier({ jwtSecret: secret, adminJwtSecret: secret });
+    const refused = [
+      await userToken({}, randomBytes(32).toString('hex')), // another key
+      await userToken({ aud: 'anon' }),
+      await userToken({ session_id: undefined }),
+      await userToken({ sub: undefined }),
+      await userToken({ exp: Math.floor(Date.now() / 1000) + 3600 }), // still valid: the ordinary check is for it
+      await userToken({ exp: undefined }),
+      // A legacy admin token has no session to end.
+      await new SignJWT({ admin: true, userId: 'admin-4', iat: hourAgo() - 60, exp: hourAgo() }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret)),
+      'not.a.token',
+    ];
+    for (const [index, token] of refused.entries()) {
+      await expect(verifier.verifyExpiredUserToken(token), `token ${index}`).rejects.toBeInstanceOf(InvalidTokenError);
+    }
+  });
+});

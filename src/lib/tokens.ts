@@ -99,10 +99,11 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       })
     : undefined;
 
-  async function verifySupabase(token: string, alg: string): Promise<SupabaseClaims> {
+  /** `asOf`: the moment the token's time claims are checked against (now unless given). */
+  async function verifySupabase(token: string, alg: string, asOf?: Date): Promise<SupabaseClaims> {
     // Every access token of a signed-in user names its session; one that does
     // not cannot be checked against auth.sessions, so it is not accepted.
-    const common = { audience: 'authenticated', clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['sub', 'exp', 'session_id'] };
+    const common = { audience: 'authenticated', clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['sub', 'exp', 'session_id'], currentDate: asOf };
     if (alg === 'HS256') {
       if (!hsKey) throw new InvalidTokenError('HS256 tokens are not accepted: no JWT secret configured');
       return (await jwtVerify(token, await hsKey, { ...common, algorithms: ['HS256'] })).payload as SupabaseClaims;
@@ -137,16 +138,18 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
     return payload as LegacyAdminClaims;
   }
 
-  /** Verifies a bearer token of either kind; throws InvalidTokenError when it is not acceptable. */
-  async function verifyToken(token: string): Promise<VerifiedToken> {
-    let alg: string;
-    let unverified: JWTPayload;
+  /** The token's algorithm and its claims, unverified; InvalidTokenError when it is no JWT. */
+  function decodeUnverified(token: string): { alg: string; unverified: JWTPayload } {
     try {
-      alg = decodeProtectedHeader(token).alg ?? '';
-      unverified = decodeJwt(token);
+      return { alg: decodeProtectedHeader(token).alg ?? '', unverified: decodeJwt(token) };
     } catch {
       throw new InvalidTokenError('malformed token');
     }
+  }
+
+  /** Verifies a bearer token of either kind; throws InvalidTokenError when it is not acceptable. */
+  async function verifyToken(token: string): Promise<VerifiedToken> {
+    const { alg, unverified } = decodeUnverified(token);
     try {
       // The unverified claims only choose which key must verify the token.
       if ('admin' in unverified && !('session_id' in unverified)) {
@@ -167,7 +170,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
   }
 
   /** verifyToken, answered from memory for a token that verified in the last minute and has not expired since. */
-  return async function verify(token: string): Promise<VerifiedToken> {
+  async function verify(token: string): Promise<VerifiedToken> {
     const known = verified.get(token);
     if (known) return known;
     const result = await verifyToken(token);
@@ -176,7 +179,29 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
     const untilExpiryMs = (result.claims.exp as number) * 1000 - Date.now();
     if (untilExpiryMs > 0) verified.set(token, result, { ttl: Math.min(VERIFIED_TTL_MS, untilExpiryMs) });
     return result;
-  };
+  }
+
+  /**
+   * The claims of a user's access token that has expired and is otherwise
+   * one verifyToken accepts (signature, audience, sub, session_id: a legacy
+   * admin token has neither audience nor session): checked as of a second
+   * before its expiry. Sign-out takes it, to end the session
+   * it names; nothing else does. InvalidTokenError for any other token, one
+   * that has not expired included; KeySourceUnavailableError as verifyToken.
+   */
+  async function verifyExpiredUserToken(token: string): Promise<SupabaseClaims> {
+    const { alg, unverified } = decodeUnverified(token);
+    const exp = unverified.exp;
+    if (typeof exp !== 'number' || exp * 1000 > Date.now()) throw new InvalidTokenError('not an expired token');
+    try {
+      return await verifySupabase(token, alg, new Date((exp - 1) * 1000));
+    } catch (error) {
+      if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
+      throw new InvalidTokenError((error as Error).message);
+    }
+  }
+
+  return Object.assign(verify, { verifyExpiredUserToken });
 }
 
 export type TokenVerifier = ReturnType<typeof createTokenVerifier>;

@@ -31,6 +31,12 @@ declare module 'fastify' {
     callerFromToken(token: string, log: FastifyBaseLogger, options?: { fresh?: boolean }): Promise<Caller>;
     /** Forgets a cached session at once (this instance signed it out). */
     forgetSession(sessionId: string): void;
+    /**
+     * The user and session an expired access token of ours names (its signature
+     * verified), or null for any other token; 503 when the signing keys cannot
+     * be fetched. For sign-out alone: the session may well have ended already.
+     */
+    sessionOfExpiredToken(token: string, log: FastifyBaseLogger): Promise<{ userId: string; sessionId: string } | null>;
   }
 }
 
@@ -121,6 +127,11 @@ export default fp<AuthPluginOptions>(
       log.warn("a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's (its tokens are all refused, 401)");
     };
 
+    const signingKeysUnavailable = (error: KeySourceUnavailableError, log: FastifyBaseLogger) => {
+      log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
+      return serviceUnavailable('Authentication service unavailable');
+    };
+
     app.decorateRequest('caller', null);
     app.decorate('forgetSession', (sessionId: string) => seenAlive.delete(sessionId));
 
@@ -143,10 +154,7 @@ export default fp<AuthPluginOptions>(
           if (error instanceof SignatureMismatchError && error.issuer === ownIssuer) warnOfWrongSecret(log);
           throw unauthorized();
         }
-        if (error instanceof KeySourceUnavailableError) {
-          log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
-          throw serviceUnavailable('Authentication service unavailable');
-        }
+        if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);
         throw error;
       }
       if (verified.kind === 'legacy-admin') return { kind: 'legacy-admin', userId: verified.claims.userId, roles: ['admin'] };
@@ -175,7 +183,19 @@ export default fp<AuthPluginOptions>(
       return request.caller;
     }
 
+    async function sessionOfExpiredToken(token: string, log: FastifyBaseLogger) {
+      try {
+        const claims = await verify.verifyExpiredUserToken(token);
+        return { userId: claims.sub, sessionId: claims.session_id };
+      } catch (error) {
+        if (error instanceof InvalidTokenError) return null;
+        if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);
+        throw error;
+      }
+    }
+
     app.decorate('callerFromToken', callerFromToken);
+    app.decorate('sessionOfExpiredToken', sessionOfExpiredToken);
     app.decorate('authenticate', authenticate);
 
     app.decorate('requireUser', async function requireUser(request: FastifyRequest) {

@@ -25,3 +25,8 @@ export function selectProfileByEmailElevated(sql: ElevatedSql, email: string) {
 export function selectProfileNameElevated(sql: ElevatedSql, userId: string) {
   return sql<{ name: string }[]>`select name from public.profiles where id = ${userId}`;
 }
+
+/** Elevated: ends one session of a user (public.end_session), for a sign-out whose token has expired; whether there was one. Pending, so the service can bound it. */
+export function endSessionElevated(sql: ElevatedSql, userId: string, sessionId: string) {
+  return sql<{ ended: boolean }[]>`select public.end_session(${userId}::uuid, ${sessionId}::uuid) as ended`;
+}

@@ -104,22 +104,30 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         summary: "End the caller's session",
         description:
           'Ends the session at the auth server; its tokens stop working at once here, within 5 s on other instances. ' +
-          '401 `No active session` without a valid user token (the legacy admin token has no session).',
+          'An access token that has expired ends its session too (its signature is checked, not its expiry). ' +
+          '401 `No active session` without a user token of this project, or when its session has ended (the legacy admin token has no session).',
         security: [{ bearer: [] }],
         response: { 200: MessageResponseSchema },
       },
     },
     async function signOut(request) {
+      const signedOut = { success: true as const, message: 'Signed out successfully' };
       let caller;
       try {
         caller = await app.authenticate(request);
       } catch (error) {
-        if (error instanceof AppError && error.statusCode === 401) throw unauthorized('No active session');
-        throw error;
+        if (!(error instanceof AppError && error.statusCode === 401)) throw error;
+        // A user back after the access token's hour signs out with it: its session would
+        // otherwise live on (its refresh token still works) while the user was told it ended.
+        const token = bearerToken(request);
+        const expired = token ? await app.sessionOfExpiredToken(token, request.log) : null;
+        if (!expired) throw unauthorized('No active session');
+        await auth.signOutExpired(expired);
+        return signedOut;
       }
       if (caller.kind !== 'user') throw unauthorized('No active session');
       await auth.signOut(request.ip, bearerToken(request) ?? '', caller.sessionId);
-      return { success: true as const, message: 'Signed out successfully' };
+      return signedOut;
     },
   );
 

@@ -3,7 +3,7 @@ import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import { authRefusal, authServerFailure, authUnavailable, isAuthServerDown, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
-import { getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
+import { endSessionElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
 // Accounts are Supabase Auth's: every operation here is delegated to it
@@ -107,6 +107,17 @@ export function createAuthService(deps: AuthServiceDeps) {
       const { error } = await supabase.forRequest(ip).auth.admin.signOut(accessToken, 'local');
       deps.forgetSession(sessionId);
       if (error) fail(error, unauthorized('No active session'));
+    },
+
+    /**
+     * Sign-out with an access token that has expired (its signature verified):
+     * the auth server's /logout refuses such a token, so the session it names
+     * is ended in the database, as that endpoint would end it.
+     */
+    async signOutExpired(session: { userId: string; sessionId: string }) {
+      const [{ ended }] = await db.bounded(endSessionElevated(db.sql, session.userId, session.sessionId));
+      deps.forgetSession(session.sessionId);
+      if (!ended) throw unauthorized('No active session');
     },
 
     async requestPasswordReset(ip: string, email: string) {
