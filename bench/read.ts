@@ -350,6 +350,7 @@ async function main() {
         realRouteVsConstant: ratio(t.realRoute.requestsPerSecond, t.bare.requestsPerSecond),
         realRouteP99VsConstantAtFixedRate: ratio(f.realRoute.p99Ms, f.bare.p99Ms),
         rlsP99VsConstantAtFixedRate: ratio(f.rls.p99Ms, f.bare.p99Ms),
+        fixedRateVsRealRouteThroughput: ratio(FIXED_RATE, t.realRoute.requestsPerSecond),
       },
       goals: { rlsVsNoRls: '>= 0.85', realRouteVsConstant: '>= 0.3', realRouteP99VsConstantAtFixedRate: '<= 2' },
     };
@@ -434,7 +435,8 @@ async function main() {
       ),
       goal(
         `p99 at a fixed ${FIXED_RATE} req/s: real route ÷ constant route (median of ${FIXED_RATE_ROUNDS} rounds each)`,
-        `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms (${roundsOf(fr.realRoute)}; ${roundsOf(fr.bare)})`,
+        // On a slow machine the rate is most of what the real route can do, and its p99 is a queue's.
+        `${f.realRoute.p99Ms} ms ÷ ${f.bare.p99Ms} ms (${roundsOf(fr.realRoute)}; ${roundsOf(fr.bare)}); the rate is ${Math.round((FIXED_RATE / t.realRoute.requestsPerSecond) * 100)} % of the real route's saturated throughput above`,
         '≤ 2×',
         p99Ratio <= 2,
         p99Ratio,
