@@ -48,6 +48,10 @@ async function attacks(): Promise<Record<string, string | undefined>> {
     'not yet valid': await sign({ ...supabaseClaims(), nbf: now() + 3600 }, TEST_JWT_SECRET),
     'another audience': await sign({ ...supabaseClaims(), aud: 'some-other-project' }, TEST_JWT_SECRET),
     'no session id': await sign(withoutSession, TEST_JWT_SECRET),
+    // Signed with the project's secret, so only its holder could make them; the auth server never does.
+    'a subject that is no UUID': await sign({ ...supabaseClaims(), sub: 'not-a-uuid' }, TEST_JWT_SECRET),
+    'a session id that is no UUID': await sign({ ...supabaseClaims(), session_id: 'not-a-uuid' }, TEST_JWT_SECRET),
+    'expired, with a session id that is no UUID': await sign({ ...supabaseClaims(), session_id: 'not-a-uuid', iat: now() - 7200, exp: now() - 3600 }, TEST_JWT_SECRET),
     'anon key as a user': await sign({ role: 'anon', iss: 'supabase', iat: now(), exp: now() + 3600 }, TEST_JWT_SECRET),
     'user token signed with the admin secret': await sign(supabaseClaims(), TEST_ADMIN_JWT_SECRET),
     'legacy token signed with the project secret': await sign(legacy, TEST_JWT_SECRET),

@@ -32,6 +32,11 @@ function endParse(_value: string, payload: z.core.ParsePayload) {
 }
 const isNotString = (payload: z.core.ParsePayload) => typeof payload.value !== 'string';
 
+const UUID_TEXT = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Is `value` a UUID in its canonical text form (either case), which PostgreSQL's uuid cast takes? */
+export const isUuidText = (value: unknown): value is string => typeof value === 'string' && UUID_TEXT.test(value);
+
 /**
  * A UUID a client sends (path, query or body), lower-cased. Postgres reads
  * either case as the same uuid, but the id is also compared as text (is it

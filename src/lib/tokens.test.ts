@@ -58,6 +58,21 @@ describe('a user session token', () => {
       expect(verified.claims.role, role).toBe('authenticated');
     }
   });
+
+  it('is refused when its user or session is not named by a UUID, as the auth server names them', async () => {
+    const verify = createTokenVerifier({ jwtSecret: secret });
+    const token = (sub: string, sessionId: string) =>
+      new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: sessionId })
+        .setProtectedHeader({ alg: 'HS256' })
+        .setSubject(sub)
+        .setExpirationTime('1h')
+        .sign(new TextEncoder().encode(secret));
+    const [user, session] = [crypto.randomUUID(), crypto.randomUUID()];
+    expect((await verify(await token(user, session))).claims).toMatchObject({ sub: user, session_id: session });
+    for (const [sub, sessionId] of [['admin', session], [user, 'bench'], [`${user} `, session], [user, `${session}0`], ['', session]]) {
+      await expect(verify(await token(sub, sessionId)), `${sub} / ${sessionId}`).rejects.toBeInstanceOf(InvalidTokenError);
+    }
+  });
 });
 
 describe('an expired user token, for sign-out', () => {
@@ -84,6 +99,8 @@ describe('an expired user token, for sign-out', () => {
       await userToken({ sub: undefined }),
       await userToken({ exp: Math.floor(Date.now() / 1000) + 3600 }), // still valid: the ordinary check is for it
       await userToken({ exp: undefined }),
+      await userToken({ session_id: 'not-a-uuid' }),
+      await userToken({ sub: 'not-a-uuid' }),
       // A legacy admin token has no session to end.
       await new SignJWT({ admin: true, userId: 'admin-4', iat: hourAgo() - 60, exp: hourAgo() }).setProtectedHeader({ alg: 'HS256' }).sign(new TextEncoder().encode(secret)),
       'not.a.token',

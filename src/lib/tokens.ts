@@ -2,6 +2,7 @@ import type { webcrypto } from 'node:crypto';
 import { createRemoteJWKSet, decodeJwt, decodeProtectedHeader, type JWTPayload, jwtVerify, SignJWT } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { errorCode } from './errors.ts';
+import { isUuidText } from './schemas.ts';
 
 // Access tokens are verified here, locally, without a call to the auth
 // server: HS256 with the project's JWT secret, or an asymmetric key from the
@@ -99,18 +100,30 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       })
     : undefined;
 
-  /** `asOf`: the moment the token's time claims are checked against (now unless given). */
+  /**
+   * `asOf`: the moment the token's time claims are checked against (now unless given).
+   * The auth server names users and sessions by UUID. A token signed with the
+   * project's key that names them otherwise (only the key's holder could make
+   * one) is refused: the session check casts both to uuid, and that failure
+   * was answered as the database being unavailable (503).
+   */
   async function verifySupabase(token: string, alg: string, asOf?: Date): Promise<SupabaseClaims> {
+    const payload = await verifySupabaseSignature(token, alg, asOf);
+    if (!isUuidText(payload.sub) || !isUuidText(payload.session_id)) throw new InvalidTokenError('sub and session_id must be UUIDs');
+    return payload as SupabaseClaims;
+  }
+
+  async function verifySupabaseSignature(token: string, alg: string, asOf?: Date): Promise<JWTPayload> {
     // Every access token of a signed-in user names its session; one that does
     // not cannot be checked against auth.sessions, so it is not accepted.
     const common = { audience: 'authenticated', clockTolerance: CLOCK_TOLERANCE_S, requiredClaims: ['sub', 'exp', 'session_id'], currentDate: asOf };
     if (alg === 'HS256') {
       if (!hsKey) throw new InvalidTokenError('HS256 tokens are not accepted: no JWT secret configured');
-      return (await jwtVerify(token, await hsKey, { ...common, algorithms: ['HS256'] })).payload as SupabaseClaims;
+      return (await jwtVerify(token, await hsKey, { ...common, algorithms: ['HS256'] })).payload;
     }
     if ((ASYMMETRIC as readonly string[]).includes(alg) && jwks) {
       try {
-        return (await jwtVerify(token, jwks, { ...common, algorithms: [...ASYMMETRIC] })).payload as SupabaseClaims;
+        return (await jwtVerify(token, jwks, { ...common, algorithms: [...ASYMMETRIC] })).payload;
       } catch (error) {
         if (isKeySourceFailure(error)) throw new KeySourceUnavailableError((error as Error).message);
         throw error;

@@ -1,4 +1,5 @@
 import { badRequest } from '../../lib/errors.ts';
+import { isUuidText } from '../../lib/schemas.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { readCampaign } from './campaign.ts';
 import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
@@ -11,7 +12,6 @@ import { websiteNotFound } from './service.ts';
 // host, campaign, country, visitor hash) and stored through the group
 // commit. The client's IP goes no further than the country and the hash.
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export type RecordResult = { kind: 'bot' } | { kind: 'stored'; id: string; timestamp: string };
 
@@ -32,7 +32,7 @@ export function createIngestService({
     async record(body: RecordEventBody, client: { ip: string }): Promise<RecordResult> {
       const agent = describeUserAgent(body.userAgent);
       if (agent.bot) return { kind: 'bot' };
-      if (!UUID.test(body.websiteId)) throw websiteNotFound();
+      if (!isUuidText(body.websiteId)) throw websiteNotFound();
       // One website, one spelling: the visitor hash and the batch's rollups key on this text.
       const websiteId = body.websiteId.toLowerCase();
       const at = new Date();
