@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import fc from 'fast-check';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
@@ -17,12 +18,15 @@ function sign(claims: Record<string, unknown>, secret: string) {
   return new SignJWT(claims).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(encoder.encode(secret));
 }
 
-/** The classic confusion: an RS256 header over an HMAC of the project secret. */
-function rs256HeaderHmacSignature(claims: Record<string, unknown>, secret: string) {
+/** A JWT whose signature is an HMAC of `secret` under the header's `alg`, whatever the claims (jose's signer refuses some). */
+function hmacSigned(alg: string, claims: Record<string, unknown>, secret: string) {
   const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
-  const signingInput = `${encode({ alg: 'RS256', typ: 'JWT' })}.${encode(claims)}`;
+  const signingInput = `${encode({ alg, typ: 'JWT' })}.${encode(claims)}`;
   return `${signingInput}.${createHmac('sha256', secret).update(signingInput).digest('base64url')}`;
 }
+
+/** The classic confusion: an RS256 header over an HMAC of the project secret. */
+const rs256HeaderHmacSignature = (claims: Record<string, unknown>, secret: string) => hmacSigned('RS256', claims, secret);
 
 const supabaseClaims = () => ({
   sub: crypto.randomUUID(),
@@ -108,6 +112,46 @@ describe('token attacks on every protected route', () => {
         expect(['Authentication required', 'No active session']).toContain(body.error);
       }
     }
+    expect(admitted).toEqual([]);
+  });
+
+  it("refuses any claims signed with the project's key that name no live session with 401, on every route: never a 5xx", { timeout: 120_000 }, async () => {
+    // Only the key's holder can sign these; they stand for a mis-minted token. Every
+    // claim may be missing, well-formed or of another type; none names a session that exists.
+    const anyOf = <T>(valid: fc.Arbitrary<T>) => fc.option(fc.oneof(valid, fc.string(), fc.integer(), fc.boolean(), fc.constant(null), fc.anything()), { nil: undefined });
+    const claims = fc.record(
+      {
+        sub: anyOf(fc.uuid()),
+        session_id: anyOf(fc.uuid()),
+        aud: anyOf(fc.constantFrom('authenticated', ['authenticated'], ['authenticated', 'anon'])),
+        role: anyOf(fc.constantFrom('authenticated', 'service_role', 'anon', 'supabase_admin')),
+        exp: anyOf(fc.integer({ min: now() + 60, max: now() + 7200 })),
+        iat: anyOf(fc.integer({ min: now() - 3600, max: now() })),
+        email: anyOf(fc.emailAddress()),
+        app_metadata: fc.option(fc.anything(), { nil: undefined }),
+        admin: fc.option(fc.anything(), { nil: undefined }),
+        userId: fc.option(fc.anything(), { nil: undefined }),
+      },
+      { requiredKeys: [] },
+    );
+    const admitted: string[] = [];
+    await fc.assert(
+      fc.asyncProperty(claims, fc.constantFrom(...routes), async (payload, route) => {
+        const defined = Object.fromEntries(Object.entries(payload).filter(([, value]) => value !== undefined));
+        const token = hmacSigned('HS256', defined, TEST_JWT_SECRET);
+        const response = await app.inject({
+          method: route.method as 'GET',
+          url: route.url,
+          headers: { authorization: `Bearer ${token}` },
+          ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { payload: {} }),
+        });
+        const body = response.json();
+        if (response.statusCode !== 401 || body.success !== false || !['Authentication required', 'No active session'].includes(body.error)) {
+          admitted.push(`${route.method} ${route.url} with ${JSON.stringify(defined)}: ${response.statusCode} ${response.body.slice(0, 200)}`);
+        }
+      }),
+      { numRuns: 1_500 },
+    );
     expect(admitted).toEqual([]);
   });
 });
