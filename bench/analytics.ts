@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { benchArgs, compiledServer, goal, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, settingOverrides, percentile, printGoals, ratio, serverCpuPerRequest, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
@@ -39,7 +39,7 @@ const CONNECTIONS = Number(args.connections ?? 100);
 const QUERY_RUNS = 30;
 const ROUNDS = Number(args.rounds ?? 3);
 /** --set=NAME=value,NAME=value: settings of the app under test (e.g. ANALYTICS_BATCH_MAX_WAIT_MS=10), to try a tuning in the same harness. */
-const OVERRIDES = Object.fromEntries((args.set ?? '').split(',').filter(Boolean).map((pair) => pair.split('=') as [string, string]));
+const OVERRIDES = settingOverrides(args);
 
 const AGENTS = [
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36',

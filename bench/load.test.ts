@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { benchArgs } from './load.ts';
+import { benchArgs, settingOverrides } from './load.ts';
 
 // The benches' options. `--set=NAME=value` once lost its value (the option was
 // split at every '='), so every tuning tried through it ran the defaults.
@@ -17,5 +17,20 @@ describe('benchArgs', () => {
     expect('heap' in args).toBe(true);
     expect(args.heap).toBe('');
     expect(benchArgs(['--heap=survivors']).heap).toBe('survivors');
+  });
+});
+
+describe('settingOverrides', () => {
+  it('reads each NAME=value pair, a value with = in it whole', () => {
+    expect(settingOverrides(benchArgs(['--set=FEEDBACK_OUTBOX_WORKER=false,DATABASE_URL=postgres://a/b?x=1']))).toEqual({
+      FEEDBACK_OUTBOX_WORKER: 'false',
+      DATABASE_URL: 'postgres://a/b?x=1',
+    });
+    expect(settingOverrides(benchArgs(['--duration=5']))).toEqual({});
+  });
+
+  it('refuses a pair without a name', () => {
+    expect(() => settingOverrides({ set: 'FEEDBACK_OUTBOX_WORKER' })).toThrow('is not NAME=value');
+    expect(() => settingOverrides({ set: '=30' })).toThrow('is not NAME=value');
   });
 });

@@ -55,6 +55,20 @@ export function benchArgs(argv = process.argv.slice(2)): Record<string, string> 
   );
 }
 
+/** `--set=NAME=value,NAME=value`: settings of the app under test, each split at its first '='. */
+export function settingOverrides(args: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    (args.set ?? '')
+      .split(',')
+      .filter(Boolean)
+      .map((pair) => {
+        const split = pair.indexOf('=');
+        if (split < 1) throw new Error(`--set: ${pair} is not NAME=value`);
+        return [pair.slice(0, split), pair.slice(split + 1)];
+      }),
+  );
+}
+
 /** Stops a benchmark's server process and waits until it has exited. */
 export async function stopServer(child: ChildProcess) {
   if (child.exitCode !== null) return;

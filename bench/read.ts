@@ -10,11 +10,11 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { benchArgs, compiledServer, goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
+import { benchArgs, compiledServer, settingOverrides, goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, rssMiB, serverCpuPerRequest, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 
-// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --rate-rounds=3 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000]
+// npm run bench:read [-- --duration=10 --connections=10 --rate=1000 --rate-rounds=3 --soak=60 --soak-rate=400 --feedback=1000 --backlog=3000 --set=NAME=value,…]
 //
 // 1. Read: the feedback list (the service method behind GET
 //    /api/feedback/get-feedback, 20 of N rows, with its count) as an admin's
@@ -48,6 +48,8 @@ const SOAK_S = Number(args.soak ?? 60);
 const SOAK_RATE = Number(args['soak-rate'] ?? 400);
 const FEEDBACK_ROWS = Number(args.feedback ?? 1000);
 const DRAIN_BACKLOG = Number(args.backlog ?? 3000);
+/** --set=NAME=value,NAME=value: settings of the app under test, to try a tuning in the same harness. */
+const OVERRIDES = settingOverrides(args);
 const BROWSER = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
 
 const log = (line: string) => console.log(`[bench:read] ${line}`);
@@ -331,6 +333,7 @@ async function main() {
       SMTP_URL: `smtp://127.0.0.1:${stack.mail.smtpPort}`,
       FEEDBACK_NOTIFY_EMAILS: 'ops@example.test',
       FEEDBACK_OUTBOX_WORKER: 'true',
+      ...OVERRIDES,
     };
     server = await startServer(settings, adminUserId);
     const pid = server.child.pid!;
