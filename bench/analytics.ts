@@ -197,7 +197,7 @@ async function writePath(sql: postgres.Sql, websiteId: string, size: number, bat
         utmMedium: n % 10 === 0 ? 'email' : null,
         utmCampaign: n % 10 === 0 ? `launch-${n % 3}` : null,
         metadata: { loadTime: n % 1000 },
-        createdAt: new Date(),
+        createdAt: new Date().toISOString(),
       };
     });
   for (let i = 0; i < 10; i += 1) await insertEventBatchElevated(sql, batch());

@@ -36,6 +36,7 @@ export function createIngestService({
       // One website, one spelling: the visitor hash and the batch's rollups key on this text.
       const websiteId = body.websiteId.toLowerCase();
       const at = new Date();
+      const timestamp = at.toISOString();
       const id = uuidv7(at.getTime());
       const { page, campaign } = readCampaign(body.page);
       const outcome = await batcher.record({
@@ -53,12 +54,12 @@ export function createIngestService({
         country: countryOf(client.ip),
         ...campaign,
         metadata: body.metadata ?? {},
-        createdAt: at,
+        createdAt: timestamp,
       });
       if (outcome === 'unknown-website') throw websiteNotFound();
       // Validation let through what the table refuses (the batcher logged which check).
       if (outcome === 'refused') throw badRequest('Analytics event was refused by the database');
-      return { kind: 'stored', id, timestamp: at.toISOString() };
+      return { kind: 'stored', id, timestamp };
     },
   };
 }
