@@ -39,6 +39,11 @@ export const SettingsSchema = z.object({
   // query or a held lock (plugins/db.ts).
   DATABASE_STATEMENT_TIMEOUT_MS: positiveInt(5_000),
   DATABASE_ACQUIRE_TIMEOUT_MS: positiveInt(5_000),
+  // A pooled connection idle this long is closed. A new one costs a connection
+  // and each statement's and trigger's first run on it (tens of ms), which a
+  // quiet site paid on most requests when this was 30 s and no outbox worker
+  // kept a connection open (docs/performance.md, "After a quiet spell").
+  DATABASE_IDLE_TIMEOUT_S: positiveInt(600),
   // A streamed CSV export holds a connection while it waits for its client to
   // read; one that has not taken a write within this long is cut off, so a
   // paused download cannot keep a connection from the pool (lib/csv.ts).

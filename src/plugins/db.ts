@@ -80,6 +80,8 @@ export interface DatabaseOptions {
   statementTimeoutMs?: number;
   /** Longest a request waits for a pooled connection (postgres.js itself would wait forever). */
   acquireTimeoutMs?: number;
+  /** Seconds an idle connection stays open. */
+  idleTimeoutS?: number;
 }
 
 /**
@@ -100,7 +102,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
   const sql = postgres(url, {
     max: options.max ?? 10,
-    idle_timeout: 30,
+    idle_timeout: options.idleTimeoutS ?? 600,
     connect_timeout: 5,
     backoff: reconnectDelaySeconds,
     onnotice: () => {},
@@ -225,6 +227,7 @@ export default fp<{ config: Config; onFatal?: (error: Error) => void }>(
       max: config.DATABASE_POOL_MAX,
       statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
       acquireTimeoutMs: config.DATABASE_ACQUIRE_TIMEOUT_MS,
+      idleTimeoutS: config.DATABASE_IDLE_TIMEOUT_S,
     });
     app.decorate('db', db);
     const closing = new AbortController();
