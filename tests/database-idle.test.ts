@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config.ts';
@@ -16,8 +17,6 @@ afterAll(async () => {
   await Promise.all(apps.map((app) => app.close()));
   await admin.end();
 });
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The backend that serves the app's next elevated query (a pool of one: always the same connection while it is open). */
 async function backendOf(app: FastifyInstance): Promise<number> {

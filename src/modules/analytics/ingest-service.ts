@@ -12,7 +12,6 @@ import { websiteNotFound } from './service.ts';
 // host, campaign, country, visitor hash) and stored through the group
 // commit. The client's IP goes no further than the country and the hash.
 
-
 export type RecordResult = { kind: 'bot' } | { kind: 'stored'; id: string; timestamp: string };
 
 export function createIngestService({
