@@ -27,6 +27,18 @@ export type DbActor =
 /** The actor of a caller whose rights are the service role's (the legacy admin token, a checked API key). */
 export const ELEVATED_ACTOR: DbActor = { role: ELEVATED_ROLE };
 
+/**
+ * Runs `text`, a statement whose text never changes (values only as `$n`), as
+ * a prepared statement; in a chain as anywhere else. For the statements of the
+ * busiest reads: a tagged template is built anew on every call, one query
+ * object per fragment and the whole text again, which cost the feedback list
+ * tens of µs a request (docs/performance.md). Never splice a value into `text`.
+ */
+export function fixedStatement<T extends postgres.Row[]>(tx: Tx | ElevatedSql, text: string, values: postgres.SerializableParameter[]) {
+  // `simple: false`: without values postgres.js would send it unprepared, which a chain refuses.
+  return tx.unsafe<T>(text, values, { prepare: true, simple: false } as postgres.UnsafeQueryOptions);
+}
+
 // A prepared statement PostgreSQL no longer accepts as cached: a migration
 // changed the shape of what it reads, or the server lost it. postgres.js
 // retries such a statement on its own, but not inside a chain, where the retry
@@ -97,6 +109,9 @@ export function reconnectDelaySeconds(retries: number): number {
 }
 
 /** The pool, its caller path and its elevated path; connections open on first use. */
+/** The actor's role, JWT claims and statement timeout, for the rest of the transaction. */
+const SET_ACTOR = `select set_config('role', $1, true), set_config('request.jwt.claims', $2, true), set_config('statement_timeout', $3, true)`;
+
 export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
@@ -118,8 +133,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   const claimsOf = (actor: DbActor) => JSON.stringify('claims' in actor && actor.claims ? actor.claims : { role: actor.role });
   /** Makes the transaction's role, JWT claims and statement timeout the actor's (until it ends). */
   const setActor = (tx: Tx, actor: DbActor) =>
-    tx`select set_config('role', ${actor.role}, true), set_config('request.jwt.claims', ${claimsOf(actor)}, true),
-              set_config('statement_timeout', ${statementTimeout}, true)`;
+    fixedStatement(tx, SET_ACTOR, [actor.role, claimsOf(actor), statementTimeout]);
 
   async function asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     let started = false;

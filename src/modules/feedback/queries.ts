@@ -1,5 +1,5 @@
 import { isoTimestamp } from '../../lib/timestamps.ts';
-import type { Tx } from '../../plugins/db.ts';
+import { fixedStatement, type Tx } from '../../plugins/db.ts';
 import type { Feedback } from './schemas.ts';
 import { servedScreenshotType } from './screenshot.ts';
 
@@ -27,8 +27,7 @@ export interface FeedbackFilter {
 }
 
 /** By creation time, id breaking ties so pages never overlap; each direction is a statement (and plan) of its own. */
-const byCreation = (tx: Tx, order: 'asc' | 'desc') =>
-  order === 'asc' ? tx`order by created_at asc, id asc` : tx`order by created_at desc, id desc`;
+const BY_CREATION = { asc: 'order by created_at asc, id asc', desc: 'order by created_at desc, id desc' } as const;
 
 /** A row as the list (and the one-item read) reads it: timestamps as PostgreSQL's text (see isoTimestamp), under names of their own. */
 interface FeedbackRow {
@@ -90,11 +89,21 @@ export async function insertFeedback(tx: Tx, row: NewFeedbackRow): Promise<void>
  * prepared statement of its own that Postgres plans for what it asks. With one
  * statement for all (`$1 is null or status = $1`), the plan Postgres settles
  * on after five runs scanned and sorted the whole table (docs/performance.md).
+ * The text is made of constants alone (fixedStatement): the values are
+ * parameters, numbered from $1 in the order of `values`.
  */
-function where(tx: Tx, filter: FeedbackFilter) {
-  const status = filter.status === undefined ? tx`` : tx`and status = ${filter.status}::public.feedback_status`;
-  const website = filter.websiteId === undefined ? tx`` : tx`and website_id = ${filter.websiteId}::uuid`;
-  return tx`where true ${status} ${website}`;
+function filterSql(filter: FeedbackFilter): { where: string; values: string[] } {
+  const values: string[] = [];
+  let where = 'where true';
+  if (filter.status !== undefined) {
+    values.push(filter.status);
+    where += ` and status = $${values.length}::public.feedback_status`;
+  }
+  if (filter.websiteId !== undefined) {
+    values.push(filter.websiteId);
+    where += ` and website_id = $${values.length}::uuid`;
+  }
+  return { where, values };
 }
 
 /**
@@ -104,11 +113,15 @@ function where(tx: Tx, filter: FeedbackFilter) {
  * security gives them the same readers as the feedback itself.
  */
 export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<number> {
-  const [row] = await tx<{ total: number }[]>`
-    select coalesce(sum(how_many), 0)::int as total
-      from (select total as how_many from public.feedback_counts ${where(tx, filter)}
-            union all
-            select delta from public.feedback_count_changes ${where(tx, filter)}) as counted`;
+  const { where, values } = filterSql(filter);
+  const [row] = await fixedStatement<{ total: number }[]>(
+    tx,
+    `select coalesce(sum(how_many), 0)::int as total
+       from (select total as how_many from public.feedback_counts ${where}
+             union all
+             select delta from public.feedback_count_changes ${where}) as counted`,
+    values,
+  );
   return row.total;
 }
 
@@ -117,25 +130,29 @@ export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<num
  * `created_at`, the list's ORDER BY would sort by the text column, not the
  * indexed timestamp.
  */
-const feedbackColumns = (tx: Tx) => tx`
+const FEEDBACK_COLUMNS = `
   id, name, email, comment, rating, status, location, category, screenshot_type, screenshot_bytes,
   admin_notes, resolved_by, resolved_at::text as resolved_at_text, website_id,
   created_at::text as created_at_text, updated_at::text as updated_at_text`;
 
 /** A page of feedback in the order asked for. */
 export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { order: 'asc' | 'desc'; limit: number; offset: number }): Promise<Feedback[]> {
-  const rows = await tx<FeedbackRow[]>`
-    select ${feedbackColumns(tx)}
-      from public.feedback
-      ${where(tx, filter)}
-     ${byCreation(tx, page.order)}
-     limit ${page.limit} offset ${page.offset}`;
+  const { where, values } = filterSql(filter);
+  const rows = await fixedStatement<FeedbackRow[]>(
+    tx,
+    `select ${FEEDBACK_COLUMNS}
+       from public.feedback
+       ${where}
+      ${BY_CREATION[page.order]}
+      limit $${values.length + 1} offset $${values.length + 2}`,
+    [...values, page.limit, page.offset],
+  );
   return rows.map(toFeedback);
 }
 
 /** One feedback item as the list shows it; undefined when no row with that id is visible. */
 export async function feedbackById(tx: Tx, id: string): Promise<Feedback | undefined> {
-  const [row] = await tx<FeedbackRow[]>`select ${feedbackColumns(tx)} from public.feedback where id = ${id}`;
+  const [row] = await fixedStatement<FeedbackRow[]>(tx, `select ${FEEDBACK_COLUMNS} from public.feedback where id = $1`, [id]);
   return row && toFeedback(row);
 }
 
@@ -154,12 +171,16 @@ type ExportRow = Omit<FeedbackRow, 'screenshot_type' | 'screenshot_bytes' | 'res
 
 /** All matching feedback in the order asked for, for reading through a cursor (exports); the screenshot is left out. */
 export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter, order: 'asc' | 'desc') {
-  return tx<ExportRow[]>`
-    select id, name, email, comment, rating, status, location, category,
-           admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
-      from public.feedback
-      ${where(tx, filter)}
-     ${byCreation(tx, order)}`;
+  const { where, values } = filterSql(filter);
+  return fixedStatement<ExportRow[]>(
+    tx,
+    `select id, name, email, comment, rating, status, location, category,
+            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
+       from public.feedback
+       ${where}
+      ${BY_CREATION[order]}`,
+    values,
+  );
 }
 
 export interface TriageChange {
