@@ -28,11 +28,11 @@ export type DbActor =
 export const ELEVATED_ACTOR: DbActor = { role: ELEVATED_ROLE };
 
 /**
- * Runs `text`, a statement whose text never changes (values only as `$n`), as
+ * Runs `text`, made of constants alone (values only as `$n` parameters), as
  * a prepared statement; in a chain as anywhere else. For the statements of the
  * busiest reads: a tagged template is built anew on every call, one query
- * object per fragment and the whole text again, which cost the feedback list
- * tens of µs a request (docs/performance.md). Never splice a value into `text`.
+ * object per fragment and the whole text again, a cost the feedback list paid
+ * on every request (docs/performance.md). Never splice a value into `text`.
  */
 export function fixedStatement<T extends postgres.Row[]>(tx: Tx | ElevatedSql, text: string, values: postgres.SerializableParameter[]) {
   // `simple: false`: without values postgres.js would send it unprepared, which a chain refuses.
@@ -108,10 +108,10 @@ export function reconnectDelaySeconds(retries: number): number {
   return Math.min(0.05 * 2 ** retries, 2) * (0.5 + Math.random() / 2);
 }
 
-/** The pool, its caller path and its elevated path; connections open on first use. */
 /** The actor's role, JWT claims and statement timeout, for the rest of the transaction. */
 const SET_ACTOR = `select set_config('role', $1, true), set_config('request.jwt.claims', $2, true), set_config('statement_timeout', $3, true)`;
 
+/** The pool, its caller path and its elevated path; connections open on first use. */
 export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
