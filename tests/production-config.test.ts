@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, inject, it } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
 import { ConfigError, parseConfig } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
@@ -112,7 +113,7 @@ describe('production configuration', () => {
   });
 
   it('npm start without SUPABASE_URL serves, and says at the start that accounts are off', async () => {
-    const port = 41_000 + Math.floor(Math.random() * 9_000);
+    const port = await freePort();
     const server = startServer({ DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(port), LOG_LEVEL: 'warn', FEEDBACK_OUTBOX_WORKER: 'false', ...SECRETS });
     try {
       let response: Response | undefined;
@@ -129,7 +130,7 @@ describe('production configuration', () => {
   });
 
   it('npm start without NODE_ENV but with every secret runs as production: HSTS on', async () => {
-    const port = 41_000 + Math.floor(Math.random() * 9_000);
+    const port = await freePort();
     const server = startServer({
       DATABASE_URL: asLoginRole(inject('stack').databaseUrl),
       PORT: String(port),

@@ -70,7 +70,9 @@ describe('a port that cannot be had', () => {
 
 describe('graceful shutdown', () => {
   it('SIGTERM finishes the request in flight, then exits 0', async () => {
-    const port = 40_000 + Math.floor(Math.random() * 10_000);
+    // A port the OS hands out as free: a random one in its ephemeral range can be
+    // another connection's local port (it was once: EADDRINUSE, and the test waited in vain).
+    const port = await freePort();
     const server = startServer({
       NODE_ENV: 'development',
       DATABASE_URL: inject('stack').databaseUrl,
