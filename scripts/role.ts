@@ -1,4 +1,4 @@
-import postgres from 'postgres';
+import { connectPostgres } from '../src/lib/database-url.ts';
 import { APP_ROLES } from '../src/lib/roles.ts';
 import { ownerDatabaseUrl, ownerHint } from './owner-hint.ts';
 
@@ -17,7 +17,7 @@ if ((action !== 'grant' && action !== 'revoke') || !email || !role || !ROLES.inc
 }
 // An operator's tool: it writes as the owner, not as the API's login role.
 const url = ownerDatabaseUrl();
-const sql = postgres(url, { max: 1, onnotice: () => {} });
+const sql = connectPostgres(url, { max: 1, onnotice: () => {} });
 try {
   const [profile] = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email})`;
   if (!profile) {

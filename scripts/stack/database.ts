@@ -1,6 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import postgres from 'postgres';
+import type postgres from 'postgres';
+import { connectPostgres } from '../../src/lib/database-url.ts';
 
 // Creates the project's own database on the machine's PostgreSQL, gives it
 // what the Supabase platform provides (supabase/local/platform.sql), and
@@ -25,7 +26,7 @@ function quoteIdent(name: string): string {
 }
 
 async function withServer<T>(serverUrl: string, work: (sql: postgres.Sql) => Promise<T>): Promise<T> {
-  const sql = postgres(serverUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 });
+  const sql = connectPostgres(serverUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 });
   try {
     return await work(sql);
   } finally {
@@ -53,8 +54,8 @@ export async function dropDatabase(serverUrl: string, name: string): Promise<voi
  * database, since advisory locks are per database.
  */
 export async function applyPlatform(url: string): Promise<void> {
-  const turns = postgres(databaseUrl(url, 'postgres'), { max: 1, onnotice: () => {} });
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const turns = connectPostgres(databaseUrl(url, 'postgres'), { max: 1, onnotice: () => {} });
+  const sql = connectPostgres(url, { max: 1, onnotice: () => {} });
   try {
     await turns`select pg_advisory_lock(hashtext('portfolio: platform bootstrap'))`;
     await sql.unsafe(await readFile(PLATFORM_SQL, 'utf8'));
@@ -176,7 +177,7 @@ function migrationHistoryProblems(files: readonly MigrationFile[], recorded: rea
 export async function applyMigrations(url: string, { directory = MIGRATIONS_DIR } = {}): Promise<string[]> {
   const migrations = await readMigrations(directory);
   const where = directory === MIGRATIONS_DIR ? 'supabase/migrations' : directory;
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const sql = connectPostgres(url, { max: 1, onnotice: () => {} });
   const applied: string[] = [];
   try {
     // Session-level, so it is held across the migrations' own transactions

@@ -1,7 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import postgres from 'postgres';
+import type postgres from 'postgres';
 import { ConfigError, type Config } from '../config.ts';
+import { connectPostgres } from '../lib/database-url.ts';
 import { withinDeadline } from '../lib/deadline.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
 import { checkLogin } from './db-login.ts';
@@ -115,7 +116,7 @@ const SET_ACTOR = `select set_config('role', $1, true), set_config('request.jwt.
 export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
   const statementTimeoutMs = options.statementTimeoutMs ?? 5_000;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 5_000;
-  const sql = postgres(url, {
+  const sql = connectPostgres(url, {
     max: options.max ?? 10,
     idle_timeout: options.idleTimeoutS ?? 600,
     connect_timeout: 5,
