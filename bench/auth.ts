@@ -7,7 +7,7 @@ import { findAuthBinary } from '../scripts/stack/auth-server.ts';
 import { freePort } from '../scripts/stack/free-port.ts';
 import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
-import { benchArgs, compiledServer, machine, otherBenchmarks, percentile } from './load.ts';
+import { benchArgs, compiledServer, keepsTo, machine, otherBenchmarks, percentile } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
 // npm run bench:auth [-- --duration=10 --clients=10 --accounts=40]
@@ -225,8 +225,9 @@ async function main() {
 
     const rows = Object.entries(phases).map(([name, { direct: d, ours: o }]) => {
       const r = ratios[name];
-      const met = (value: number) => `${value} ${value >= GOAL ? 'met' : 'NOT met'}`;
-      return `| ${name === 'signIn' ? 'sign-in' : 'refresh'} | ${d.requestsPerSecond} / ${d.p99Ms} ms | ${o.requestsPerSecond} / ${o.p99Ms} ms | ${met(r.throughput)} | ${met(r.p99)} |`;
+      // Met or not is judged before rounding (keepsTo): 0.797 does not meet 0.8.
+      const met = (shown: number, a: number, b: number) => `${shown} ${keepsTo(a, b, { atLeast: GOAL }) ? 'met' : 'NOT met'}`;
+      return `| ${name === 'signIn' ? 'sign-in' : 'refresh'} | ${d.requestsPerSecond} / ${d.p99Ms} ms | ${o.requestsPerSecond} / ${o.p99Ms} ms | ${met(r.throughput, o.requestsPerSecond, d.requestsPerSecond)} | ${met(r.p99, d.p99Ms, o.p99Ms)} |`;
     });
     console.log(
       [

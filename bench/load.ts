@@ -197,6 +197,26 @@ export function goal(figure: string, value: string, goalText: string, met: boole
   return { figure, value, ratio, goal: goalText, met };
 }
 
+/** A bound on a ratio: at least or at most this much. */
+export type RatioBound = { atLeast: number } | { atMost: number };
+
+/** Whether a ÷ b keeps to `bound`, judged before rounding: 0.797 does not meet ≥ 0.8. */
+export function keepsTo(a: number, b: number, bound: RatioBound): boolean {
+  return 'atLeast' in bound ? a / b >= bound.atLeast : a / b <= bound.atMost;
+}
+
+/**
+ * A goal on a ÷ b: met or not judged before rounding (keepsTo), and the ratio
+ * shown to two decimals, or to three where two would show the bound itself
+ * beside a NO.
+ */
+export function ratioGoal(figure: string, value: string, goalText: string, a: number, b: number, bound: RatioBound): GoalRow {
+  const met = keepsTo(a, b, bound);
+  const shown = ratio(a, b);
+  const limit = 'atLeast' in bound ? bound.atLeast : bound.atMost;
+  return goal(figure, value, goalText, met, !met && shown === limit ? Math.round((a / b) * 1000) / 1000 : shown);
+}
+
 /** The one table a benchmark prints: every figure, its ratio and its goal. */
 export function printGoals(title: string, rows: GoalRow[]) {
   console.log(`\n${title}`);
