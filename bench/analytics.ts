@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { benchArgs, compiledServer, goal, percentile, printGoals, ratio, ratioGoal, serverCpuPerRequest, settingOverrides, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, percentile, keepsTo, printGoals, ratio, ratioGoal, serverCpuPerRequest, settingOverrides, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 
@@ -298,6 +298,12 @@ async function main() {
       ratioToAppPluginStack: ratio(appResult.requestsPerSecond, noopResult.requestsPerSecond),
       ratioToPerRequestInsert: ratio(appResult.requestsPerSecond, perRequestResult.requestsPerSecond),
       acknowledgedEqualsCommitted: stored === acknowledged.length && perRequestStored === perRequestAcknowledged.length,
+      // The goals on the three ratios above, judged before rounding.
+      met: {
+        pluginStack: keepsTo(noopResult.requestsPerSecond, bareResult.requestsPerSecond, { atLeast: 0.8 }),
+        ingest: keepsTo(appResult.requestsPerSecond, bareResult.requestsPerSecond, { atLeast: 0.5 }),
+        perRequestInsert: keepsTo(appResult.requestsPerSecond, perRequestResult.requestsPerSecond, { atLeast: 3 }),
+      },
       writePathAlone: writePaths,
     };
 

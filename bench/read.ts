@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { benchArgs, compiledServer, goal, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, ratioGoal, rssMiB, serverCpuPerRequest, settingOverrides, slopePerMinute, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, machine, type Measured, measure, otherBenchmarks, keepsTo, printGoals, ratio, ratioGoal, rssMiB, serverCpuPerRequest, settingOverrides, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 
@@ -356,6 +356,12 @@ async function main() {
         fixedRateVsRealRouteThroughput: ratio(FIXED_RATE, t.realRoute.requestsPerSecond),
       },
       goals: { rlsVsNoRls: '>= 0.85', realRouteVsConstant: '>= 0.3', realRouteP99VsConstantAtFixedRate: '<= 2' },
+      // Judged before rounding: the ratios above are rounded to two decimals.
+      met: {
+        rlsVsNoRls: keepsTo(t.rls.requestsPerSecond, t.noRls.requestsPerSecond, { atLeast: 0.85 }),
+        realRouteVsConstant: keepsTo(t.realRoute.requestsPerSecond, t.bare.requestsPerSecond, { atLeast: 0.3 }),
+        realRouteP99VsConstantAtFixedRate: keepsTo(f.realRoute.p99Ms, f.bare.p99Ms, { atMost: 2 }),
+      },
     };
     await mkdir(path.join(ROOT, 'bench/results'), { recursive: true });
     await writeFile(path.join(ROOT, 'bench/results/read.json'), `${JSON.stringify(readReport, null, 2)}\n`);
