@@ -14,7 +14,7 @@ import { uuidv7 } from '../src/modules/analytics/ids.ts';
 import { insertEventBatchElevated } from '../src/modules/analytics/ingest-queries.ts';
 import { getTopPages } from '../src/modules/analytics/queries.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { benchArgs, compiledServer, goal, percentile, keepsTo, printGoals, ratio, ratioGoal, serverCpuPerRequest, settingOverrides, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, keepsTo, percentile, printGoals, ratio, ratioGoal, serverCpuPerRequest, settingOverrides, stopServer } from './load.ts';
 import { seedEvents } from './seed.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 

@@ -10,7 +10,7 @@ import { startStack, uniqueDatabaseName } from '../scripts/stack/index.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { generateApiKey } from '../src/lib/api-keys.ts';
-import { benchArgs, compiledServer, goal, machine, type Measured, measure, otherBenchmarks, keepsTo, printGoals, ratio, ratioGoal, rssMiB, serverCpuPerRequest, settingOverrides, slopePerMinute, stopServer } from './load.ts';
+import { benchArgs, compiledServer, goal, keepsTo, machine, type Measured, measure, otherBenchmarks, printGoals, ratio, ratioGoal, rssMiB, serverCpuPerRequest, settingOverrides, slopePerMinute, stopServer } from './load.ts';
 import { serviceNodeFlags } from '../scripts/service-flags.ts';
 import { type FixedRateOptions, measureAtFixedRate } from './fixed-rate.ts';
 
