@@ -1,6 +1,5 @@
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { driverTarget } from './lib/database-url.ts';
 
 // The kinds of setting config.ts is made of: optional strings, numbers,
 // URLs, choices, secrets, e-mail lists, the trusted proxies. Each refuses a bad
@@ -58,14 +57,12 @@ function credentialsDecode(parsed: URL): boolean {
 const POSTGRES_SESSION_ATTRS = new Set(['read-write', 'read-only', 'primary', 'standby', 'prefer-standby']);
 
 /**
- * Why postgres.js (plugins/db.ts) cannot read `given`; undefined when it can.
+ * Why postgres.js (plugins/db.ts) cannot read `value`; undefined when it can.
  * Its parseUrl takes several comma-separated hosts (host1:5432,host2:5433),
  * each with its own port, and parses the URL with the first of them.
  */
-function postgresUrlProblem(given: string): UrlProblem | undefined {
-  if (!/^postgres(ql)?:\/\//i.test(given)) return 'form';
-  // A socket directory (as the host or a `host` parameter) is checked as the driver will get it.
-  const value = driverTarget(given).url;
+function postgresUrlProblem(value: string): UrlProblem | undefined {
+  if (!/^postgres(ql)?:\/\//i.test(value)) return 'form';
   const authority = value.slice(value.indexOf('://') + 3).split(/[?/]/)[0];
   let hosts: string;
   try {

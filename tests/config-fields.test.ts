@@ -81,10 +81,12 @@ describe('configuration messages', () => {
     );
 
     // What the clients take: postgres.js several hosts and a target_session_attrs it knows, ioredis a database number.
-    for (const value of ['postgres://u:p%25w@127.0.0.1:5432/db', 'postgresql://localhost/db?sslmode=require', 'postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write']) {
+    // A Unix socket as libpq names it (src/lib/database-url.ts gives it to postgres.js): the directory as the host, percent-encoded, or a host parameter.
+    for (const value of ['postgres://u:p%25w@127.0.0.1:5432/db', 'postgresql://localhost/db?sslmode=require', 'postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write', 'postgres://u@%2Fvar%2Frun%2Fpostgresql:5432/db', 'postgres://u:p@localhost/db?host=/var/run/postgresql']) {
       expect(says(postgresUrl, value), value).toEqual([]);
     }
-    for (const value of ['postgres://u:p@h1:5432,h2:54x/db', 'postgres://u:p@127.0.0.1:99999/db', 'postgres://u@127.0.0.1/db?target_session_attrs=any', 'http://127.0.0.1:5432/db']) {
+    // A login with no host at all is no URL the scripts' URL handling can read: the socket goes in a host parameter after localhost.
+    for (const value of ['postgres://u:p@h1:5432,h2:54x/db', 'postgres://u:p@127.0.0.1:99999/db', 'postgres://u@127.0.0.1/db?target_session_attrs=any', 'http://127.0.0.1:5432/db', 'postgres://u@/db?host=/var/run/postgresql']) {
       expect(says(postgresUrl, value), value).toEqual([POSTGRES]);
     }
     expect(says(optionalRedisUrl, 'rediss://:p@redis.example.com:6380/2')).toEqual([]);
