@@ -29,16 +29,17 @@ beforeAll(async () => {
 });
 
 describe('a DATABASE_URL naming a Unix socket', () => {
-  const forms = () => ({
-    'the host, percent-encoded': `postgres://authenticator@${encodeURIComponent(socketDirectory)}/${database}`,
-    'a host parameter': `${asLoginRole(databaseUrl)}?host=${encodeURIComponent(socketDirectory)}`,
-  });
+  // Functions: the socket's directory is known only once beforeAll has asked the server.
+  const forms = {
+    'the host, percent-encoded': () => `postgres://authenticator@${encodeURIComponent(socketDirectory)}/${database}`,
+    'a host parameter': () => `${asLoginRole(databaseUrl)}?host=${encodeURIComponent(socketDirectory)}`,
+  };
   const opened: ReturnType<typeof connectDatabase>[] = [];
   afterAll(() => Promise.all(opened.map((db) => db.close())));
 
-  for (const form of ['the host, percent-encoded', 'a host parameter'] as const) {
+  for (const [form, urlOf] of Object.entries(forms)) {
     it(`connects the API over the socket: ${form}`, async () => {
-      const url = forms()[form];
+      const url = urlOf();
       expect(parseConfig({ NODE_ENV: 'development', DATABASE_URL: url }).DATABASE_URL).toBe(url);
       const db = connectDatabase(url, { max: 1 });
       opened.push(db);
