@@ -3,7 +3,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { asLoginRole } from '../src/lib/database-url.ts';
-import { connectDatabase } from '../src/plugins/db.ts';
+import { connectDatabase, fixedStatement } from '../src/plugins/db.ts';
 
 // The patched driver's chains (patches/postgres+3.4.9.patch): the queries a
 // reserved connection is given in one turn of the event loop go out in one
@@ -43,7 +43,7 @@ beforeAll(async () => {
   await sql`select 1`;
 });
 afterAll(async () => {
-  await admin`drop table if exists chain_probe, chain_shape, chain_stale, chain_write`;
+  await admin`drop table if exists chain_probe, chain_shape, chain_stale, chain_write, chain_plans`;
   await Promise.all([sql.end(), admin.end()]);
 });
 
@@ -254,6 +254,32 @@ describe('readAtOnceAsActor', () => {
     // The connection is usable afterwards, as the elevated role.
     const [session] = await db.sql`select current_user as role`;
     expect(session.role).toBe('service_role');
+  });
+
+  it('with genericPlans, runs the chain’s statements on their generic plan, for that chain alone', async () => {
+    await admin`create table chain_plans as select n from generate_series(1, 1000) as n`;
+    await admin`create index on chain_plans (n)`;
+    await admin`analyze chain_plans`;
+    await admin`grant select on chain_plans to anon`;
+    // Two texts, so each keeps its own counts in pg_prepared_statements.
+    const generic = 'select n from chain_plans order by n limit $1';
+    const planned = 'select n as m from chain_plans order by n limit $1';
+    for (let run = 0; run < 8; run++) {
+      const rows = await db.readAtOnceAsActor({ role: 'anon' }, (tx) => fixedStatement(tx, generic, [3]), { genericPlans: true });
+      expect(rows).toEqual([{ n: 1 }, { n: 2 }, { n: 3 }]);
+      await db.readAtOnceAsActor({ role: 'anon' }, (tx) => fixedStatement(tx, planned, [3]));
+    }
+    const plans = await db.sql`
+      select statement, generic_plans::int, custom_plans::int from pg_prepared_statements
+       where statement in (${generic}, ${planned}) order by statement`;
+    // Without the option PostgreSQL plans the first five runs for their values, as it always does.
+    expect(plans).toEqual([
+      { statement: planned, generic_plans: expect.any(Number), custom_plans: expect.any(Number) },
+      { statement: generic, generic_plans: 8, custom_plans: 0 },
+    ]);
+    expect(plans[0].custom_plans).toBeGreaterThanOrEqual(5);
+    const [session] = await db.sql`select current_setting('plan_cache_mode') as mode`;
+    expect(session.mode).toBe('auto');
   });
 
   it('refuses a statement made after an await, so nothing runs outside the actor’s settings', async () => {

@@ -69,7 +69,7 @@ export interface Database {
    * `work` runs a second time when a cached statement went stale (a migration
    * changed a table it reads), so it must not have effects of its own.
    */
-  readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T>;
+  readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>, options?: ChainOptions): Promise<T>;
   /**
    * One statement that writes, chained as readAtOnceAsActor chains reads: the
    * actor's settings and the statement in one round trip. The statement is the
@@ -78,13 +78,26 @@ export interface Database {
    * also shorten the time its row locks are held (a transaction holds them
    * until its COMMIT's round trip comes back).
    */
-  writeAtOnceAsActor<T>(actor: DbActor, write: (tx: Tx) => Promise<T>): Promise<T>;
+  writeAtOnceAsActor<T>(actor: DbActor, write: (tx: Tx) => Promise<T>, options?: ChainOptions): Promise<T>;
   /** An elevated query on a request's path, refused (and cancelled) when it has not answered by the acquire deadline. */
   bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T>;
   /** Round-trip time of a trivial query, in milliseconds. */
   ping(timeoutMs?: number): Promise<number>;
   /** Ends the pool; queries still running get `timeoutMs` before their connections are closed. */
   close(timeoutMs?: number): Promise<void>;
+}
+
+export interface ChainOptions {
+  /**
+   * The chain's statements run on their generic plan, made once a connection.
+   * Left alone, PostgreSQL plans a prepared statement for its values on its
+   * first five runs, and after them whenever its generic plan is costed
+   * higher. A `limit $n` parameter is costed as a tenth of the rows, so the
+   * feedback list's page was planned anew on every run: about a third of
+   * PostgreSQL's work on it (docs/performance.md). Only for statements whose
+   * generic plan is the one wanted whatever the values.
+   */
+  genericPlans?: boolean;
 }
 
 export interface DatabaseOptions {
@@ -111,6 +124,8 @@ export function reconnectDelaySeconds(retries: number): number {
 
 /** The actor's role, JWT claims and statement timeout, for the rest of the transaction. */
 const SET_ACTOR = `select set_config('role', $1, true), set_config('request.jwt.claims', $2, true), set_config('statement_timeout', $3, true)`;
+/** The same, and generic plans for the rest of the transaction (ChainOptions). */
+const SET_ACTOR_GENERIC_PLANS = `${SET_ACTOR}, set_config('plan_cache_mode', 'force_generic_plan', true)`;
 
 /** The pool, its caller path and its elevated path; connections open on first use. */
 export function connectDatabase(url: string, options: DatabaseOptions = {}): Database {
@@ -133,8 +148,8 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
 
   const claimsOf = (actor: DbActor) => JSON.stringify('claims' in actor && actor.claims ? actor.claims : { role: actor.role });
   /** Makes the transaction's role, JWT claims and statement timeout the actor's (until it ends). */
-  const setActor = (tx: Tx, actor: DbActor) =>
-    fixedStatement(tx, SET_ACTOR, [actor.role, claimsOf(actor), statementTimeout]);
+  const setActor = (tx: Tx, actor: DbActor, { genericPlans = false }: ChainOptions = {}) =>
+    fixedStatement(tx, genericPlans ? SET_ACTOR_GENERIC_PLANS : SET_ACTOR, [actor.role, claimsOf(actor), statementTimeout]);
 
   async function asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     let started = false;
@@ -160,18 +175,18 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
     })) as T;
   }
 
-  async function readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
+  async function readAtOnceAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>, options?: ChainOptions): Promise<T> {
     try {
-      return await readChainedAsActor(actor, work);
+      return await readChainedAsActor(actor, work, options);
     } catch (error) {
       if (!isStaleStatement(error)) throw error;
       // The chain was rolled back whole and the driver forgot the statement:
       // running it all again, from the actor's settings, prepares it afresh.
-      return readChainedAsActor(actor, work);
+      return readChainedAsActor(actor, work, options);
     }
   }
 
-  async function readChainedAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
+  async function readChainedAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>, options?: ChainOptions): Promise<T> {
     const reservation = sql.reserve();
     let connection: postgres.ReservedSql;
     try {
@@ -192,7 +207,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
       connection.chain();
       // The chain's sql has everything a query function uses but savepoints.
       const tx = connection as unknown as Tx;
-      const setup = setActor(tx, actor);
+      const setup = setActor(tx, actor, options);
       // Started before `work`, so it is the chain's first statement.
       setup.execute().catch(() => {});
       const result = await work(tx);

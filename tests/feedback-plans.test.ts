@@ -1,0 +1,43 @@
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { asLoginRole } from '../src/lib/database-url.ts';
+import { createFeedbackService } from '../src/modules/feedback/service.ts';
+import type { ListFeedbackQuery } from '../src/modules/feedback/schemas.ts';
+import type { Caller } from '../src/plugins/auth.ts';
+import { connectDatabase } from '../src/plugins/db.ts';
+
+// The admin list's page on its generic plan when it has no filter, and
+// planned for its values when it has one (src/modules/feedback/service.ts;
+// docs/performance.md). Read off pg_prepared_statements of the pool's one
+// connection, where PostgreSQL counts each kind of plan a statement ran on.
+
+const db = connectDatabase(asLoginRole(inject('stack').databaseUrl), { max: 1 });
+afterAll(() => db.close());
+
+// Lists only: the bot check is for submissions.
+const feedback = createFeedbackService({ db, captcha: { enabled: false, verify: async () => 'passed' } });
+const admin: Caller = { kind: 'legacy-admin', userId: 'plans-test', roles: ['admin'] };
+const page = { order: 'desc', limit: 20, offset: 0 } as const;
+
+/** How often the page statement matching `pattern` ran on each kind of plan. */
+async function pagePlans(pattern: string) {
+  const rows = await db.sql<{ generic: number; custom: number }[]>`
+    select generic_plans::int as generic, custom_plans::int as custom from pg_prepared_statements
+     where statement like '%from public.feedback%limit $%' and statement like ${pattern}`;
+  expect(rows).toHaveLength(1);
+  return rows[0];
+}
+
+describe('the feedback list’s plans', () => {
+  it('runs the unfiltered page on its generic plan from the first run', async () => {
+    for (let run = 0; run < 7; run++) await feedback.listFeedback(admin, { ...page, offset: run } as ListFeedbackQuery);
+    expect(await pagePlans('%limit $1 offset $2%')).toEqual({ generic: 7, custom: 0 });
+  });
+
+  it('plans a filtered page for its values, as PostgreSQL chooses', async () => {
+    for (let run = 0; run < 7; run++) await feedback.listFeedback(admin, { ...page, status: 'archived' } as ListFeedbackQuery);
+    const plans = await pagePlans('%status = $1%');
+    expect(plans.generic + plans.custom).toBe(7);
+    // PostgreSQL's first five runs of a statement left to it are always planned for their values.
+    expect(plans.custom).toBeGreaterThanOrEqual(5);
+  });
+});
