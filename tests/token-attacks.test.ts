@@ -2,8 +2,8 @@ import { createHmac } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import fc from 'fast-check';
 import { SignJWT, UnsecuredJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildTestAppWithLog, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 
 // Token attacks on every route whose OpenAPI operation says it needs a Bearer
 // token: each forged, expired, confused or malformed token is refused with
@@ -70,11 +70,13 @@ async function attacks(): Promise<Record<string, string | undefined>> {
 
 describe('token attacks on every protected route', () => {
   let app: FastifyInstance;
+  /** The app's error lines: a failure below shows why an answer was not 401. */
+  let errors: string[];
   let routes: { method: string; url: string }[];
   let tokens: Record<string, string | undefined>;
 
   beforeAll(async () => {
-    app = await buildTestApp();
+    ({ app, lines: errors } = await buildTestAppWithLog({}, 'error'));
     tokens = await attacks();
     const document = app.swagger() as { paths: Record<string, Record<string, { security?: Record<string, unknown>[] }>> };
     routes = [];
@@ -112,7 +114,7 @@ describe('token attacks on every protected route', () => {
         expect(['Authentication required', 'No active session']).toContain(body.error);
       }
     }
-    expect(admitted).toEqual([]);
+    expect(admitted, errors.join('')).toEqual([]);
   });
 
   it("refuses any claims signed with the project's key that name no live session with 401, on every route: never a 5xx", { timeout: 120_000 }, async () => {
@@ -134,6 +136,16 @@ describe('token attacks on every protected route', () => {
       },
       { requiredKeys: [] },
     );
+    // Without the auth server its tables are missing (auth.sessions is its
+    // own migrations'), so a token that passes every check reaches a session
+    // lookup this stack cannot answer: 503, with the missing table logged.
+    // Those are judged only where the auth server runs.
+    const withAuthServer = inject('stack').auth !== null;
+    const sessionsMissing = (requestId: string) =>
+      errors.some((line) => {
+        const entry = JSON.parse(line) as { requestId?: string; err?: { code?: string; message?: string } };
+        return entry.requestId === requestId && entry.err?.code === '42P01' && entry.err.message === 'relation "auth.sessions" does not exist';
+      });
     const admitted: string[] = [];
     await fc.assert(
       fc.asyncProperty(claims, fc.constantFrom(...routes), async (payload, route) => {
@@ -146,12 +158,13 @@ describe('token attacks on every protected route', () => {
           ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { payload: {} }),
         });
         const body = response.json();
+        if (!withAuthServer && response.statusCode === 503 && sessionsMissing(body.requestId)) return;
         if (response.statusCode !== 401 || body.success !== false || !['Authentication required', 'No active session'].includes(body.error)) {
           admitted.push(`${route.method} ${route.url} with ${JSON.stringify(defined)}: ${response.statusCode} ${response.body.slice(0, 200)}`);
         }
       }),
       { numRuns: 1_500 },
     );
-    expect(admitted).toEqual([]);
+    expect(admitted, errors.join('')).toEqual([]);
   });
 });

@@ -10,4 +10,5 @@ export const AUTH_SUITES = [
   'the dashboard sign-in of tests/admin-status.test.ts',
   'the real sessions of tests/feedback-item.test.ts',
   'the real sessions of tests/users.test.ts',
+  'the random claims of tests/token-attacks.test.ts that reach the session lookup',
 ];
