@@ -6,11 +6,10 @@ import { addDays } from '../src/modules/analytics/dates.ts';
 import {
   getDailySeries,
   getDailyTotals,
-  getDeviceSessionCounts,
+  getDistinctCounts,
   getSessionTotals,
   getTopPages,
   getTopReferrers,
-  getUniqueVisitorCount,
 } from '../src/modules/analytics/queries.ts';
 import type { DayRange } from '../src/modules/analytics/schemas.ts';
 import { getDailyTopCountries, getTopDimensionValues } from '../src/modules/analytics/dimension-queries.ts';
@@ -78,6 +77,12 @@ async function reference(tx: postgres.TransactionSql, { websiteId, startDate, en
       (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
          from (select utm_source as value, count(distinct visitor_id)::int as n from ev where utm_source is not null
                 group by 1 order by n desc, value limit 10) u) as utm_sources,
+      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
+         from (select utm_medium as value, count(distinct visitor_id)::int as n from ev where utm_medium is not null
+                group by 1 order by n desc, value limit 10) m) as utm_mediums,
+      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
+         from (select utm_campaign as value, count(distinct visitor_id)::int as n from ev where utm_campaign is not null
+                group by 1 order by n desc, value limit 10) n) as utm_campaigns,
       (select coalesce(json_object_agg(date, list), '{}')
          from (select to_char(day, 'YYYY-MM-DD') as date,
                       json_agg(json_build_object('country', country, 'visitors', n) order by n desc, country) as list
@@ -88,21 +93,19 @@ async function reference(tx: postgres.TransactionSql, { websiteId, startDate, en
 }
 
 async function fromRollups(tx: postgres.TransactionSql, range: DayRange) {
-  const [totals, visitors, sessions, topPages, referrers, devices, series, countries, utmSources, dailyCountries] = await Promise.all([
+  const [totals, distinct, sessions, topPages, referrers, series, dimensions, dailyCountries] = await Promise.all([
     getDailyTotals(tx, range),
-    getUniqueVisitorCount(tx, range),
+    getDistinctCounts(tx, range),
     getSessionTotals(tx, range),
     getTopPages(tx, range, 10),
     getTopReferrers(tx, range, 10),
-    getDeviceSessionCounts(tx, range),
     getDailySeries(tx, range),
-    getTopDimensionValues(tx, range, 'country', 10),
-    getTopDimensionValues(tx, range, 'utm_source', 10),
+    getTopDimensionValues(tx, range, 10),
     getDailyTopCountries(tx, range, 10),
   ]);
   return {
     page_views: totals.pageViews,
-    visitors,
+    visitors: distinct.visitors,
     sessions: sessions.sessions,
     bounces: sessions.bounces,
     duration_ms: sessions.durationMs,
@@ -110,10 +113,12 @@ async function fromRollups(tx: postgres.TransactionSql, range: DayRange) {
     load_time_count: totals.loadTimeCount,
     top_pages: topPages,
     referrers,
-    devices,
+    devices: distinct.devices,
     series,
-    countries,
-    utm_sources: utmSources,
+    countries: dimensions.country,
+    utm_sources: dimensions.utm_source,
+    utm_mediums: dimensions.utm_medium,
+    utm_campaigns: dimensions.utm_campaign,
     daily_countries: Object.fromEntries(dailyCountries),
   };
 }
@@ -131,7 +136,10 @@ const eventArbitrary = fc.record({
   loadTime: fc.option(fc.integer({ min: 1, max: 5000 }), { nil: undefined }),
   // A visitor may show up from two countries (travelling) or with two campaigns: counted for each.
   country: fc.option(fc.constantFrom('DE', 'US', 'FR'), { nil: undefined }),
-  campaign: fc.option(fc.constantFrom('google', 'newsletter').map((source) => ({ source, medium: 'm', name: 'n' })), { nil: undefined }),
+  campaign: fc.option(
+    fc.record({ source: fc.constantFrom('google', 'newsletter'), medium: fc.constantFrom('cpc', 'email'), name: fc.constantFrom('spring', 'autumn') }),
+    { nil: undefined },
+  ),
   chunk: fc.integer({ min: 0, max: 3 }),
 });
 
@@ -164,4 +172,30 @@ describe('rollups equal the metric definitions over raw events', () => {
       { numRuns: 50 },
     );
   }, 120_000);
+});
+
+describe('the top values of the four dimensions, read in one statement', () => {
+  it('each dimension gets its own top list: twelve values in each, the ten with the most visitors in order', async () => {
+    const websiteId = await newWebsite();
+    // Value i of every dimension has i visitors; each dimension names its values apart.
+    const letters = 'ABCDEFGHIJKL';
+    const events: FixtureEvent[] = [];
+    for (let i = 1; i <= 12; i++) {
+      for (let v = 0; v < i; v++) {
+        events.push({
+          page: '/', session: `s-${i}-${v}`, visitor: `v-${i}-${v}`, device: 'desktop', at: `${FIRST_DAY}T12:00:00Z`,
+          country: `X${letters[i - 1]}`, campaign: { source: `source-${i}`, medium: `medium-${i}`, name: `name-${i}` },
+        });
+      }
+    }
+    await insertEvents(sql, websiteId, events);
+    const top = await sql.begin((tx) => getTopDimensionValues(tx, { websiteId, startDate: FIRST_DAY, endDate: FIRST_DAY }, 10));
+    const expected = (name: (i: number) => string) => [12, 11, 10, 9, 8, 7, 6, 5, 4, 3].map((i) => ({ value: name(i), visitors: i }));
+    expect(top).toEqual({
+      country: expected((i) => `X${letters[i - 1]}`),
+      utm_source: expected((i) => `source-${i}`),
+      utm_medium: expected((i) => `medium-${i}`),
+      utm_campaign: expected((i) => `name-${i}`),
+    });
+  });
 });

@@ -23,14 +23,35 @@ export async function getDailyTotals(tx: Tx, { websiteId, startDate, endDate }: 
   return { pageViews: Number(row.page_views), loadTimeSum: Number(row.load_time_sum), loadTimeCount: Number(row.load_time_count) };
 }
 
-/** Visitors are counted on their first day inside the range: the day whose previous day is before it. */
-export async function getUniqueVisitorCount(tx: Tx, { websiteId, startDate, endDate }: DayRange): Promise<number> {
-  const [row] = await tx<{ visitors: string }[]>`
-    select coalesce(sum(members), 0) as visitors
+export interface DistinctCounts {
+  /** Unique visitors in the range. */
+  visitors: number;
+  /** Distinct sessions per device type (a session seen on two device types counts for both); types without any left out. */
+  devices: { type: 'desktop' | 'mobile' | 'tablet'; count: number }[];
+}
+
+/**
+ * Unique visitors and sessions per device type: each kind of member is
+ * counted on its first day inside the range, the day whose previous day is
+ * before it. One statement for both, as they share a table: every statement
+ * of a summary pays its own role lookup under row-level security.
+ */
+export async function getDistinctCounts(tx: Tx, { websiteId, startDate, endDate }: DayRange): Promise<DistinctCounts> {
+  const rows = await tx<{ kind: 'visitor' | DistinctCounts['devices'][number]['type']; count: string }[]>`
+    select kind, sum(members) as count
       from public.analytics_daily_distinct
-     where website_id = ${websiteId} and kind = 'visitor'
-       and day between ${startDate}::date and ${endDate}::date and prev_day < ${startDate}::date`;
-  return Number(row.visitors);
+     where website_id = ${websiteId} and kind in ('visitor', 'desktop', 'mobile', 'tablet')
+       and day between ${startDate}::date and ${endDate}::date and prev_day < ${startDate}::date
+     group by kind
+    having sum(members) > 0
+     order by sum(members) desc, kind asc`;
+  let visitors = 0;
+  const devices: DistinctCounts['devices'] = [];
+  for (const row of rows) {
+    if (row.kind === 'visitor') visitors = Number(row.count);
+    else devices.push({ type: row.kind, count: Number(row.count) });
+  }
+  return { visitors, devices };
 }
 
 export interface SessionTotals {
@@ -86,19 +107,6 @@ export async function getTopPages(tx: Tx, range: DayRange, limit: number) {
 
 export async function getTopReferrers(tx: Tx, range: DayRange, limit: number) {
   return (await getTopList(tx, 'referrers', range, limit)).map(({ key, total }) => ({ source: key, count: total }));
-}
-
-/** Distinct sessions per device type (a session seen on two device types counts for both). */
-export async function getDeviceSessionCounts(tx: Tx, { websiteId, startDate, endDate }: DayRange) {
-  const rows = await tx<{ type: 'desktop' | 'mobile' | 'tablet'; count: string }[]>`
-    select kind as type, sum(members) as count
-      from public.analytics_daily_distinct
-     where website_id = ${websiteId} and kind in ('desktop', 'mobile', 'tablet')
-       and day between ${startDate}::date and ${endDate}::date and prev_day < ${startDate}::date
-     group by kind
-    having sum(members) > 0
-     order by sum(members) desc, kind asc`;
-  return rows.map((row) => ({ type: row.type, count: Number(row.count) }));
 }
 
 /** One row per day of the range, zero days included; a query to await or to read through a cursor (exports). */

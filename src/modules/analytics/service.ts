@@ -8,11 +8,10 @@ import { type AnalyticsCaller, analyticsDbActorOf, canViewWebsiteAnalytics } fro
 import {
   getDailySeries,
   getDailyTotals,
-  getDeviceSessionCounts,
+  getDistinctCounts,
   getSessionTotals,
   getTopPages,
   getTopReferrers,
-  getUniqueVisitorCount,
   selectDailySeries,
   toDailySeriesDay,
 } from './queries.ts';
@@ -56,31 +55,26 @@ export function createAnalyticsService({ db }: { db: Database }) {
 
   function summary(caller: AnalyticsCaller, range: DayRange): Promise<AnalyticsSummary> {
     return forWebsite(caller, range, async (tx) => {
-      const [totals, uniqueVisitors, sessions, topPages, referrers, devices, countries, utmSource, utmMedium, utmCampaign] =
-        await Promise.all([
-          getDailyTotals(tx, range),
-          getUniqueVisitorCount(tx, range),
-          getSessionTotals(tx, range),
-          getTopPages(tx, range, TOP_LIMIT),
-          getTopReferrers(tx, range, TOP_LIMIT),
-          getDeviceSessionCounts(tx, range),
-          getTopDimensionValues(tx, range, 'country', TOP_LIMIT),
-          getTopDimensionValues(tx, range, 'utm_source', TOP_LIMIT),
-          getTopDimensionValues(tx, range, 'utm_medium', TOP_LIMIT),
-          getTopDimensionValues(tx, range, 'utm_campaign', TOP_LIMIT),
-        ]);
+      const [totals, distinct, sessions, topPages, referrers, dimensions] = await Promise.all([
+        getDailyTotals(tx, range),
+        getDistinctCounts(tx, range),
+        getSessionTotals(tx, range),
+        getTopPages(tx, range, TOP_LIMIT),
+        getTopReferrers(tx, range, TOP_LIMIT),
+        getTopDimensionValues(tx, range, TOP_LIMIT),
+      ]);
       return {
         pageViews: totals.pageViews,
-        uniqueVisitors,
+        uniqueVisitors: distinct.visitors,
         sessions: sessions.sessions,
         avgSessionDuration: sessions.sessions === 0 ? 0 : Math.round(sessions.durationMs / sessions.sessions / 1000),
         bounceRate: sessions.sessions === 0 ? 0 : round(sessions.bounces / sessions.sessions, 4),
         topPages,
         referrers,
-        devices,
+        devices: distinct.devices,
         avgLoadTime: totals.loadTimeCount === 0 ? null : round(totals.loadTimeSum / totals.loadTimeCount, 2),
-        countries: countries.map(({ value, visitors }) => ({ country: value, visitors })),
-        campaigns: { utmSource, utmMedium, utmCampaign },
+        countries: dimensions.country.map(({ value, visitors }) => ({ country: value, visitors })),
+        campaigns: { utmSource: dimensions.utm_source, utmMedium: dimensions.utm_medium, utmCampaign: dimensions.utm_campaign },
       };
     });
   }
