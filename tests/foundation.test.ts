@@ -27,6 +27,28 @@ describe('app foundation', () => {
     expect(response.json()).toEqual({ success: false, error: 'Route GET /api/nothing-here not found', statusCode: 404 });
   });
 
+  it('a path the app has, asked with a method it does not answer, gets 405 with the methods it does', async () => {
+    for (const [method, url, allow] of [
+      ['GET', '/api/auth/signin?x=1', 'POST'],
+      ['DELETE', '/api/auth/me', 'GET, HEAD'],
+      ['PATCH', '/api/feedback/0b1c2d3e-0000-4000-8000-000000000000/', 'GET, HEAD, PUT'],
+      ['PROPFIND', '/health', 'GET, HEAD'],
+    ] as const) {
+      const response = await app.inject({ method: method as 'GET', url });
+      const path = url.split('?')[0];
+      expect([response.statusCode, response.headers.allow], `${method} ${url}`).toEqual([405, allow]);
+      expect(response.json()).toEqual({ success: false, error: `Method ${method} not allowed on ${path}; it answers ${allow}`, statusCode: 405 });
+    }
+    // A path no method has is still 404, a preflight is still the CORS plugin's.
+    expect((await app.inject({ method: 'DELETE', url: '/api/nothing-here' })).statusCode).toBe(404);
+    const preflight = await app.inject({
+      method: 'OPTIONS',
+      url: '/api/auth/signin',
+      headers: { origin: FRONTEND, 'access-control-request-method': 'POST' },
+    });
+    expect(preflight.statusCode).toBe(204);
+  });
+
   it('every route answers with a trailing slash as without it, whether it is written under a prefix or whole', async () => {
     const admin = await legacyAdmin();
     for (const [method, url, headers] of [
@@ -320,7 +342,7 @@ describe('app foundation', () => {
     const own = await app.inject({ method: 'OPTIONS', url: '/api/auth/signin', headers: { origin: FRONTEND, 'access-control-request-method': 'POST' } });
     expect(own.statusCode).toBe(204);
     const plain = await app.inject({ method: 'OPTIONS', url: '/api/auth/signin', headers: { origin: 'https://evil.example' } });
-    expect(plain.statusCode).toBe(404);
+    expect([plain.statusCode, plain.headers.allow]).toEqual([405, 'POST']);
   });
 
   it('API_DOCS=off serves no /docs (an operator who keeps the API surface unpublished); the API is unchanged', async () => {

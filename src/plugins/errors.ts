@@ -2,6 +2,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, type FieldErrors, fromPostgresError, RateLimitError } from '../lib/errors.ts';
 
@@ -120,12 +121,41 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   socket.destroy(error);
 }
 
+/** The methods a route can answer; OPTIONS is left out, the CORS plugin answers it on every path. */
+const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+
+/**
+ * Every route's paths by method, in a router of their own (Fastify's answers
+ * one method at a time): which methods a path has, when the one asked for
+ * has none. Its options are the app's router's, so it matches the same paths.
+ */
+function routeMethods(app: FastifyInstance) {
+  const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 1024 });
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) {
+      if ((ROUTE_METHODS as readonly string[]).includes(method) && !router.hasRoute(method as never, route.url)) router.on(method as never, route.url, () => {});
+    }
+  });
+  return (path: string): string[] => ROUTE_METHODS.filter((method) => router.find(method, path) !== null);
+}
+
 export default fp(
   async function errorsPlugin(app: FastifyInstance) {
     app.setErrorHandler(errorHandler);
-    app.setNotFoundHandler(async (request, reply) =>
-      reply.status(404).send({ success: false, error: `Route ${request.method} ${request.url.split('?')[0]} not found`, statusCode: 404 }),
-    );
+    const methodsOf = routeMethods(app);
+    // A path the app has, asked with a method it does not answer, is 405 with the methods it does
+    // (RFC 9110 asks for Allow): a 404 for POST's GET sends the developer looking for a route that exists.
+    app.setNotFoundHandler(async (request, reply) => {
+      const path = request.url.split('?')[0];
+      const allowed = methodsOf(path);
+      if (allowed.length > 0) {
+        return reply
+          .status(405)
+          .header('allow', allowed.join(', '))
+          .send({ success: false, error: `Method ${request.method} not allowed on ${path}; it answers ${allowed.join(', ')}`, statusCode: 405 });
+      }
+      return reply.status(404).send({ success: false, error: `Route ${request.method} ${path} not found`, statusCode: 404 });
+    });
   },
   { name: 'errors' },
 );
