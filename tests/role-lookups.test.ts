@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { insertEvents } from './support/analytics.ts';
+import { ANALYTICS_TABLES, insertEvents } from './support/analytics.ts';
 import { asUser, createAuthUser, grantRole, testSql } from './support/db.ts';
 import { createWebsite } from './support/feedback-fixtures.ts';
 
@@ -12,19 +12,7 @@ const sql = testSql();
 afterAll(() => sql.end());
 
 /** The tables the analytics routes read, each open to viewers, editors and admins. */
-const TABLES_OPEN_TO_EVERY_ROLE = [
-  'websites',
-  'analytics_events',
-  'analytics_daily_totals',
-  'analytics_daily_pages',
-  'analytics_daily_referrers',
-  'analytics_distinct_days',
-  'analytics_daily_distinct',
-  'analytics_session_days',
-  'analytics_daily_sessions',
-  'analytics_dimension_days',
-  'analytics_daily_dimensions',
-];
+const TABLES_OPEN_TO_EVERY_ROLE = ['websites', ...ANALYTICS_TABLES];
 
 const ROLE_CHECK = /\bhas_(?:any_)?role\(/g;
 const roleChecksIn = (expression: string | null) => (expression ?? '').match(ROLE_CHECK)?.length ?? 0;

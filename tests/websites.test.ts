@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebsitesService } from '../src/modules/websites/service.ts';
 import { buildTestApp } from './support/app.ts';
-import { adminToken, createWebsite } from './support/analytics.ts';
+import { ANALYTICS_TABLES, adminToken, createWebsite } from './support/analytics.ts';
 import { asUser, createAuthUser, grantRole, readsDuring, testSql } from './support/db.ts';
 
 // Websites (issue 5) over HTTP with the legacy admin token (Supabase user
@@ -301,18 +301,6 @@ describe('deleting a website with many events', () => {
     app = await buildTestApp();
   });
   afterAll(async () => app?.close());
-  const ANALYTICS_TABLES = [
-    'analytics_events',
-    'analytics_daily_totals',
-    'analytics_daily_pages',
-    'analytics_daily_referrers',
-    'analytics_distinct_days',
-    'analytics_daily_distinct',
-    'analytics_session_days',
-    'analytics_daily_sessions',
-    'analytics_dimension_days',
-    'analytics_daily_dimensions',
-  ];
   const rowsLeft = async (websiteId: string) => {
     const left: Record<string, number> = {};
     for (const table of ['websites', ...ANALYTICS_TABLES]) {

@@ -145,10 +145,11 @@ export default fp(
     const methodsOf = routeMethods(app);
     // A path the app has, asked with a method it does not answer, is 405 with the methods it does
     // (RFC 9110 asks for Allow): a 404 for POST's GET sends the developer looking for a route that exists.
+    // A route that answers the method and found nothing (callNotFound) is still 404.
     app.setNotFoundHandler(async (request, reply) => {
       const path = request.url.split('?')[0];
       const allowed = methodsOf(path);
-      if (allowed.length > 0) {
+      if (allowed.length > 0 && !allowed.includes(request.method)) {
         return reply
           .status(405)
           .header('allow', allowed.join(', '))

@@ -10,6 +10,20 @@ import { TEST_ADMIN_JWT_SECRET } from './app.ts';
 
 export const adminToken = () => signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, `ops-${randomUUID().slice(0, 8)}`);
 
+/** Every table that holds a website's analytics: its events and every rollup of them. */
+export const ANALYTICS_TABLES: string[] = [
+  'analytics_events',
+  'analytics_daily_totals',
+  'analytics_daily_pages',
+  'analytics_daily_referrers',
+  'analytics_distinct_days',
+  'analytics_daily_distinct',
+  'analytics_session_days',
+  'analytics_daily_sessions',
+  'analytics_dimension_days',
+  'analytics_daily_dimensions',
+];
+
 export interface TestWebsite {
   id: string;
   apiKey: string;
