@@ -22,7 +22,7 @@ import usersRoutes, { adminUsersRoutes } from './modules/users/routes.ts';
 import websitesRoutes from './modules/websites/routes.ts';
 import authPlugin from './plugins/auth.ts';
 import dbPlugin from './plugins/db.ts';
-import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors.ts';
+import errorsPlugin, { clientErrorHandler, frameworkErrorHandler, PATH_MATCHING } from './plugins/errors.ts';
 import gracefulPlugin from './plugins/graceful.ts';
 import jsonBodyPlugin from './plugins/json-body.ts';
 import metricsPlugin from './plugins/metrics.ts';
@@ -68,9 +68,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     // plugins/request-log.ts writes the one `http` line per request.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.BODY_LIMIT_BYTES,
-    // GET /api/users/email/:email takes an address of up to 254 characters, and more once percent-encoded.
-    // A path answers with or without a trailing slash, every route alike (README).
-    routerOptions: { maxParamLength: 1024, querystringParser: parseQueryString, ignoreTrailingSlash: true },
+    routerOptions: { ...PATH_MATCHING, querystringParser: parseQueryString },
     trustProxy: trustProxyOption(config.TRUST_PROXY),
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long

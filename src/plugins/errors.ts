@@ -121,16 +121,24 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   socket.destroy(error);
 }
 
+/**
+ * How the app's router matches a path (app.ts gives it these); the 405 check
+ * matches the same way. GET /api/users/email/:email takes an address of up to
+ * 254 characters, and more once percent-encoded. A path answers with or
+ * without a trailing slash, every route alike (README).
+ */
+export const PATH_MATCHING = { maxParamLength: 1024, ignoreTrailingSlash: true } as const;
+
 /** The methods a route can answer; OPTIONS is left out, the CORS plugin answers it on every path. */
 const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 /**
  * Every route's paths by method, in a router of their own (Fastify's answers
  * one method at a time): which methods a path has, when the one asked for
- * has none. Its options are the app's router's, so it matches the same paths.
+ * has none. It matches paths as the app's router does (PATH_MATCHING).
  */
 function routeMethods(app: FastifyInstance) {
-  const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 1024 });
+  const router = FindMyWay({ ...PATH_MATCHING });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) {
       if ((ROUTE_METHODS as readonly string[]).includes(method) && !router.hasRoute(method as never, route.url)) router.on(method as never, route.url, () => {});
