@@ -35,6 +35,14 @@ async function newWebsite(): Promise<string> {
   return row.id;
 }
 
+/** The ten values of an event column with the most distinct visitors (ties by value), as JSON, over `ev`. */
+function topByVisitors(tx: postgres.TransactionSql, column: 'country' | 'utm_source' | 'utm_medium' | 'utm_campaign') {
+  return tx`
+    (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
+       from (select ${tx(column)} as value, count(distinct visitor_id)::int as n from ev where ${tx(column)} is not null
+              group by 1 order by n desc, value limit 10) top)`;
+}
+
 /** Every metric from the raw events, by definition. */
 async function reference(tx: postgres.TransactionSql, { websiteId, startDate, endDate }: DayRange) {
   const [row] = await tx`
@@ -71,18 +79,10 @@ async function reference(tx: postgres.TransactionSql, { websiteId, startDate, en
                       (select count(distinct visitor_id) from ev where (created_at at time zone 'UTC')::date = g::date)::int as v,
                       (select count(distinct session_id) from ev where (created_at at time zone 'UTC')::date = g::date)::int as s
                  from generate_series(${startDate}::timestamp, ${endDate}::timestamp, interval '1 day') g) days) as series,
-      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
-         from (select country as value, count(distinct visitor_id)::int as n from ev where country is not null
-                group by 1 order by n desc, value limit 10) c) as countries,
-      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
-         from (select utm_source as value, count(distinct visitor_id)::int as n from ev where utm_source is not null
-                group by 1 order by n desc, value limit 10) u) as utm_sources,
-      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
-         from (select utm_medium as value, count(distinct visitor_id)::int as n from ev where utm_medium is not null
-                group by 1 order by n desc, value limit 10) m) as utm_mediums,
-      (select coalesce(json_agg(json_build_object('value', value, 'visitors', n) order by n desc, value), '[]')
-         from (select utm_campaign as value, count(distinct visitor_id)::int as n from ev where utm_campaign is not null
-                group by 1 order by n desc, value limit 10) n) as utm_campaigns,
+      ${topByVisitors(tx, 'country')} as countries,
+      ${topByVisitors(tx, 'utm_source')} as utm_sources,
+      ${topByVisitors(tx, 'utm_medium')} as utm_mediums,
+      ${topByVisitors(tx, 'utm_campaign')} as utm_campaigns,
       (select coalesce(json_object_agg(date, list), '{}')
          from (select to_char(day, 'YYYY-MM-DD') as date,
                       json_agg(json_build_object('country', country, 'visitors', n) order by n desc, country) as list
