@@ -197,7 +197,7 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/signout')).body.error).toBe('No active session');
   });
 
-  it('sign out with an access token that has expired ends its session: its refresh token is refused; a forged one ends nothing', async () => {
+  it("sign out with an access token that has expired ends its session, with the auth server's audit entry: its refresh token is refused; a forged one ends nothing", async () => {
     // The auth server's own token as it reads an hour on: the same header and claims, signed with
     // the same key (the stack's JWT secret), its expiry passed.
     const expiredCopy = async (accessToken: string, key = TEST_JWT_SECRET) => {
@@ -218,10 +218,24 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     const again = await post('/api/auth/signout', undefined, expired);
     expect(again.body).toEqual({ success: false, error: 'No active session', statusCode: 401 });
 
+    // The audit log has the entry the auth server's own /logout writes, once: the same columns and
+    // payload as for an account signed out the ordinary way, but for this account.
+    const reference = await signUp(base, 'signout-reference');
+    expect((await post('/api/auth/signout', undefined, reference.accessToken)).status).toBe(200);
+    const logouts = (userId: string) =>
+      sql`select instance_id, ip_address, payload from auth.audit_log_entries
+          where payload->>'actor_id' = ${userId} and payload->>'action' = 'logout'`;
+    const [theirs] = await logouts(reference.id);
+    expect(theirs.payload).toMatchObject({ action: 'logout', actor_id: reference.id, actor_username: reference.email });
+    expect(await logouts(account.id)).toEqual([
+      { ...theirs, payload: { ...theirs.payload, actor_id: account.id, actor_username: account.email } },
+    ]);
+
     // Signed with another key, the same expired token ends nothing: that session goes on.
     const other = await signUp(base, 'signout-forged');
     const forged = await post('/api/auth/signout', undefined, await expiredCopy(other.accessToken, `${TEST_JWT_SECRET}-not`));
     expect(forged.body).toEqual({ success: false, error: 'No active session', statusCode: 401 });
+    expect(await logouts(other.id)).toEqual([]);
     expect((await me(other.accessToken)).status).toBe(200);
     expect((await post('/api/auth/refresh', { refreshToken: other.refreshToken })).status).toBe(200);
   });
