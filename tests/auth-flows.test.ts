@@ -1,4 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import postgres from 'postgres';
@@ -300,6 +302,54 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/refresh', { refreshToken: account.refreshToken })).status).toBe(401);
     // The token works once.
     expect((await post('/api/auth/update-password', { token, newPassword: 'third-secret' })).status).toBe(400);
+  });
+
+  it('update-password whose last step, the auth server ending every session, fails: the sessions are ended in the database, with its audit entry', { timeout: 30_000 }, async () => {
+    // A gateway in front of the auth server that passes everything on but
+    // answers its /logout with a 502, after the password has changed.
+    const refusedLogouts: string[] = [];
+    const gateway = createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk);
+      if (request.url?.startsWith('/auth/v1/logout')) {
+        refusedLogouts.push(request.url);
+        return void response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
+      }
+      const body = Buffer.concat(chunks);
+      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length')) as Record<string, string>;
+      const upstream = await fetch(`${auth!.url}${request.url}`, { method: request.method, headers, body: body.length > 0 ? body : undefined });
+      response.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(await upstream.text());
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    const behindGateway = await buildTestApp(realAuthEnv({ ...auth!, url: `http://127.0.0.1:${(gateway.address() as AddressInfo).port}` }));
+    try {
+      const account = await signUp(base, 'reset-logout-fails');
+      const second = await post('/api/auth/signin', { email: account.email, password: account.password });
+      expect(second.status).toBe(200);
+      expect((await post('/api/auth/reset-password', { email: account.email })).status).toBe(200);
+      await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
+      const [mail] = await messagesTo(account.email);
+      const token = new URL(mail.html.match(/href="([^"]+)"/)?.[1] ?? '').searchParams.get('token')!;
+
+      const updated = await behindGateway.inject({ method: 'POST', url: '/api/auth/update-password', payload: { token, newPassword: 'gateway-new-secret' } });
+      expect(updated.statusCode).toBe(200);
+      expect(refusedLogouts).toEqual(['/auth/v1/logout?scope=global']);
+      // The two sessions from before the reset ended with the password change; the one the reset
+      // token opened, which the auth server would have ended at /logout, has ended too.
+      for (const refreshToken of [account.refreshToken, second.body.data.session.refreshToken]) {
+        expect((await post('/api/auth/refresh', { refreshToken })).status).toBe(401);
+      }
+      expect(await sql`select id from auth.sessions where user_id = ${account.id}`).toEqual([]);
+      const logouts = await sql`select payload from auth.audit_log_entries where payload->>'actor_id' = ${account.id} and payload->>'action' = 'logout'`;
+      expect(logouts.map((entry) => entry.payload)).toEqual([
+        { action: 'logout', actor_id: account.id, actor_username: account.email, actor_via_sso: false, log_type: 'account' },
+      ]);
+      expect((await post('/api/auth/signin', { email: account.email, password: 'gateway-new-secret' })).status).toBe(200);
+    } finally {
+      await behindGateway.close();
+      gateway.closeAllConnections();
+      await new Promise((resolve) => gateway.close(resolve));
+    }
   });
 
   it('reset asked for at once (a double click, reaching two instances): one e-mail is sent, the other requests are 429, and the link that came works', { timeout: 40_000 }, async () => {

@@ -30,3 +30,8 @@ export function selectProfileNameElevated(sql: ElevatedSql, userId: string) {
 export function endSessionElevated(sql: ElevatedSql, userId: string, sessionId: string) {
   return sql<{ ended: boolean }[]>`select public.end_session(${userId}::uuid, ${sessionId}::uuid) as ended`;
 }
+
+/** Elevated: ends every session of a user (public.end_all_sessions), when the auth server failed to after a password reset; how many there were. Pending, so the service can bound it. */
+export function endAllSessionsElevated(sql: ElevatedSql, userId: string) {
+  return sql<{ ended: number }[]>`select public.end_all_sessions(${userId}::uuid) as ended`;
+}

@@ -181,7 +181,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         throw badRequest(message, { newPassword: [message] });
       }
       if (!token) throw badRequest('Invalid or expired reset token');
-      await auth.updatePassword(request.ip, token, password.data);
+      await auth.updatePassword(request.ip, token, password.data, request.log);
       return { success: true as const, message: 'Password updated successfully' };
     },
   );
