@@ -1,6 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import postgres from 'postgres';
@@ -8,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
 import { uniqueEmail } from './support/db.ts';
-import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
+import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp, startAuthGateway } from './support/real-auth.ts';
 import { TEST_JWT_SECRET } from './support/secrets.ts';
 
 // Every /api/auth route of SPEC section 4 and every error of section 7,
@@ -308,20 +306,15 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     // A gateway in front of the auth server that passes everything on but
     // answers its /logout with a 502, after the password has changed.
     const refusedLogouts: string[] = [];
-    const gateway = createServer(async (request, response) => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of request) chunks.push(chunk);
+    const gateway = await startAuthGateway(auth!, async (request, response, forward) => {
       if (request.url?.startsWith('/auth/v1/logout')) {
         refusedLogouts.push(request.url);
         return void response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
       }
-      const body = Buffer.concat(chunks);
-      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length')) as Record<string, string>;
-      const upstream = await fetch(`${auth!.url}${request.url}`, { method: request.method, headers, body: body.length > 0 ? body : undefined });
+      const upstream = await forward();
       response.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(await upstream.text());
     });
-    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-    const behindGateway = await buildTestApp(realAuthEnv({ ...auth!, url: `http://127.0.0.1:${(gateway.address() as AddressInfo).port}` }));
+    const behindGateway = await buildTestApp(realAuthEnv({ ...auth!, url: gateway.url }));
     try {
       const account = await signUp(base, 'reset-logout-fails');
       const second = await post('/api/auth/signin', { email: account.email, password: account.password });
@@ -347,8 +340,7 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
       expect((await post('/api/auth/signin', { email: account.email, password: 'gateway-new-secret' })).status).toBe(200);
     } finally {
       await behindGateway.close();
-      gateway.closeAllConnections();
-      await new Promise((resolve) => gateway.close(resolve));
+      await gateway.close();
     }
   });
 

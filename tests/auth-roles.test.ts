@@ -1,11 +1,9 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { uniqueEmail } from './support/db.ts';
-import { call, realAuth, realAuthEnv, type SignedUp, signUp } from './support/real-auth.ts';
+import { call, realAuth, realAuthEnv, type SignedUp, signUp, startAuthGateway } from './support/real-auth.ts';
 
 // Real Supabase sessions on the role-guarded routes, over HTTP: a signed-in
 // user without a role gets 403, roles granted by an admin through the API
@@ -175,18 +173,13 @@ describe.runIf(auth)('real sessions and roles', () => {
     // A gateway in front of the auth server: it passes each request on, then
     // holds the answer past our deadline, or replaces it with a 502.
     let mode: 'slow' | 'bad-gateway' = 'slow';
-    const gateway = createServer(async (request, response) => {
-      const chunks: Buffer[] = [];
-      for await (const chunk of request) chunks.push(chunk);
-      const body = Buffer.concat(chunks);
-      const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length')) as Record<string, string>;
-      const upstream = await fetch(`${auth!.url}${request.url}`, { method: request.method, headers, body: body.length > 0 ? body : undefined });
+    const gateway = await startAuthGateway(auth!, async (_request, response, forward) => {
+      const upstream = await forward();
       const text = await upstream.text();
       if (mode === 'bad-gateway') return void response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
       setTimeout(() => response.writeHead(upstream.status, { 'content-type': 'application/json' }).end(text), 1_500);
     });
-    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-    const slowApp = await buildTestApp({ ...realAuthEnv({ ...auth!, url: `http://127.0.0.1:${(gateway.address() as AddressInfo).port}` }), AUTH_TIMEOUT_MS: '500' });
+    const slowApp = await buildTestApp({ ...realAuthEnv({ ...auth!, url: gateway.url }), AUTH_TIMEOUT_MS: '500' });
     const slowBase = await slowApp.listen({ host: '127.0.0.1', port: 0 });
     try {
       for (const next of ['slow', 'bad-gateway'] as const) {
@@ -200,8 +193,7 @@ describe.runIf(auth)('real sessions and roles', () => {
       }
     } finally {
       await slowApp.close();
-      gateway.closeAllConnections();
-      await new Promise((resolve) => gateway.close(resolve));
+      await gateway.close();
     }
   });
 });

@@ -1,4 +1,6 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { issueIdToken } from '../../scripts/stack/oidc-issuer.ts';
@@ -37,6 +39,34 @@ export function useRealAuthApp(auth: RealAuth): { readonly base: string } {
   }, 60_000);
   afterAll(async () => server?.close());
   return listening;
+}
+
+/**
+ * A gateway in front of the auth server, as a deployment may have one: each
+ * request, its body read, goes to `handle`, which answers it itself or calls
+ * `forward` for the auth server's answer. `url` is what an app's
+ * SUPABASE_URL names to go through it.
+ */
+export async function startAuthGateway(
+  auth: RealAuth,
+  handle: (request: IncomingMessage, response: ServerResponse, forward: () => Promise<Response>) => Promise<void>,
+): Promise<{ url: string; close(): Promise<void> }> {
+  const gateway = createServer(async (request, response) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of request) chunks.push(chunk);
+    const body = Buffer.concat(chunks);
+    const headers = Object.fromEntries(Object.entries(request.headers).filter(([name]) => name !== 'host' && name !== 'content-length')) as Record<string, string>;
+    const forward = () => fetch(`${auth.url}${request.url}`, { method: request.method, headers, body: body.length > 0 ? body : undefined });
+    await handle(request, response, forward);
+  });
+  await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(gateway.address() as AddressInfo).port}`,
+    async close() {
+      gateway.closeAllConnections();
+      await new Promise((resolve) => gateway.close(resolve));
+    },
+  };
 }
 
 /** An id token for `email` from the stack's OIDC issuer (the `keycloak` provider), via its code flow; with `nonce`, the token carries it. */
