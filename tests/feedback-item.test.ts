@@ -61,9 +61,12 @@ describe('GET /api/feedback/:id (admin, one item)', () => {
     expect(listed.json().data.map((item: { id: string }) => item.id)).toEqual([id]);
     const screenshot = await app.inject({ method: 'GET', url: `/api/feedback/${id}/screenshot`, headers: admin });
     expect(screenshot.headers['content-type']).toBe('image/png');
-    // A path that is no route under /api/feedback/ is the item route's malformed id, not a 404.
-    const notAnId = await app.inject({ method: 'GET', url: '/api/feedback/submit-feedback', headers: admin });
+    // A path that is no route under /api/feedback/ is the item route's malformed id, not a 404; the
+    // legacy submission path, which only POST answers, is 405, not an id.
+    const notAnId = await app.inject({ method: 'GET', url: '/api/feedback/not-a-route', headers: admin });
     expect(notAnId.json()).toMatchObject({ statusCode: 400, details: { id: ['Feedback id must be a UUID'] } });
+    const submitPath = await app.inject({ method: 'GET', url: '/api/feedback/submit-feedback', headers: admin });
+    expect([submitPath.statusCode, submitPath.headers.allow]).toEqual([405, 'POST']);
   });
 
   it('is in the OpenAPI document: admin-only, a UUID path id, the list row as its data', () => {

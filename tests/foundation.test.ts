@@ -33,14 +33,21 @@ describe('app foundation', () => {
       ['DELETE', '/api/auth/me', 'GET, HEAD'],
       ['PATCH', '/api/feedback/0b1c2d3e-0000-4000-8000-000000000000/', 'GET, HEAD, PUT'],
       ['PROPFIND', '/health', 'GET, HEAD'],
+      // Paths written out whole for one method that another method's parametric route would take
+      // (GET /api/feedback/:id, PUT /api/users/:id): 405 before its token check, not 401 or 400.
+      ['GET', '/api/feedback/submit-feedback', 'POST'],
+      ['PUT', '/api/feedback/get-feedback/', 'GET, HEAD'],
+      ['PUT', '/api/users/me', 'GET, HEAD'],
     ] as const) {
       const response = await app.inject({ method: method as 'GET', url });
       const path = url.split('?')[0];
       expect([response.statusCode, response.headers.allow], `${method} ${url}`).toEqual([405, allow]);
       expect(response.json()).toEqual({ success: false, error: `Method ${method} not allowed on ${path}; it answers ${allow}`, statusCode: 405 });
     }
-    // A path no method has is still 404, a preflight is still the CORS plugin's.
+    // A path no method has is still 404, a preflight is still the CORS plugin's, and a parametric
+    // route still takes every other value.
     expect((await app.inject({ method: 'DELETE', url: '/api/nothing-here' })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'GET', url: '/api/feedback/submit-feedbacks' })).json()).toMatchObject({ statusCode: 401, error: 'Authentication required' });
     const preflight = await app.inject({
       method: 'OPTIONS',
       url: '/api/auth/signin',

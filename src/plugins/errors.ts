@@ -1,6 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
@@ -132,16 +132,50 @@ export const PATH_MATCHING = { maxParamLength: 1024, ignoreTrailingSlash: true }
 /** The methods a route can answer; OPTIONS is left out, the CORS plugin answers it on every path. */
 const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
+/** A request's path as the router matches it: no query, no trailing slash (PATH_MATCHING). */
+function routedPath(url: string): string {
+  const path = url.split('?')[0];
+  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path;
+}
+
+function methodNotAllowed(reply: FastifyReply, method: string, path: string, allowed: readonly string[]) {
+  return reply
+    .status(405)
+    .header('allow', allowed.join(', '))
+    .send({ success: false, error: `Method ${method} not allowed on ${path}; it answers ${allowed.join(', ')}`, statusCode: 405 });
+}
+
 /**
  * Every route's paths by method, in a router of their own (Fastify's answers
  * one method at a time): which methods a path has, when the one asked for
  * has none. It matches paths as the app's router does (PATH_MATCHING).
+ *
+ * A path written out whole (`/api/feedback/submit-feedback`, POST) is also a
+ * value of a parameter for other methods (`GET /api/feedback/:id`), and the
+ * router gives those to the parametric route: GET of the legacy submission
+ * path answered 401, or as an admin 400 `Feedback id must be a UUID`. So a
+ * parametric route first asks whether the request's path is one the app
+ * writes out whole for other methods, and is then 405 with those methods.
  */
 function routeMethods(app: FastifyInstance) {
   const router = FindMyWay({ ...PATH_MATCHING });
+  const staticPaths = new Map<string, string[]>();
+  const staticPathOfOtherMethods: onRequestHookHandler = (request, reply, done) => {
+    const methods = staticPaths.get(routedPath(request.url));
+    if (!methods || methods.includes(request.method)) return done();
+    // Answered here, so the route's own hooks (a token check) and handler never run.
+    void methodNotAllowed(reply, request.method, request.url.split('?')[0], methods);
+  };
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) {
-      if ((ROUTE_METHODS as readonly string[]).includes(method) && !router.hasRoute(method as never, route.url)) router.on(method as never, route.url, () => {});
+    const methods = [route.method].flat().filter((method) => (ROUTE_METHODS as readonly string[]).includes(method));
+    for (const method of methods) {
+      if (!router.hasRoute(method as never, route.url)) router.on(method as never, route.url, () => {});
+    }
+    if (/[:*]/.test(route.url)) {
+      route.onRequest = [staticPathOfOtherMethods, ...[route.onRequest ?? []].flat()];
+    } else if (methods.length > 0) {
+      const path = routedPath(route.url);
+      staticPaths.set(path, ROUTE_METHODS.filter((method) => methods.includes(method) || staticPaths.get(path)?.includes(method)));
     }
   });
   return (path: string): string[] => ROUTE_METHODS.filter((method) => router.find(method, path) !== null);
@@ -157,12 +191,7 @@ export default fp(
     app.setNotFoundHandler(async (request, reply) => {
       const path = request.url.split('?')[0];
       const allowed = methodsOf(path);
-      if (allowed.length > 0 && !allowed.includes(request.method)) {
-        return reply
-          .status(405)
-          .header('allow', allowed.join(', '))
-          .send({ success: false, error: `Method ${request.method} not allowed on ${path}; it answers ${allowed.join(', ')}`, statusCode: 405 });
-      }
+      if (allowed.length > 0 && !allowed.includes(request.method)) return methodNotAllowed(reply, request.method, path, allowed);
       return reply.status(404).send({ success: false, error: `Route ${request.method} ${path} not found`, statusCode: 404 });
     });
   },
