@@ -1,8 +1,12 @@
+import http from 'node:http';
+import net from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { REFUSED_BODY_DRAIN_BYTES } from '../src/plugins/errors.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { testSql } from './support/db.ts';
+import { startServerProcess } from './support/fault-traffic.ts';
 import { feedbackBody, pngDataUrl } from './support/feedback-fixtures.ts';
 
 // Screenshots on submission: base64 image data URLs of at most 5 MiB decoded,
@@ -76,5 +80,97 @@ describe('screenshots', () => {
     const bigUpdate = await update(id, { adminNotes: 'x'.repeat(1.5 * MB) });
     expect(bigUpdate.statusCode).toBe(413);
     expect(bigUpdate.json().error).toBe('Request body too large');
+  });
+});
+
+describe('a body over the limit, refused while its client is still sending it', () => {
+  // Over a socket to a server process: in one process the client's writes and
+  // the server's close take turns on one thread, and the race never shows.
+  const MB = 1024 * 1024;
+  const oversized = JSON.stringify(feedbackBody({ screenshot: pngDataUrl(6 * MB) }));
+
+  /** One request on `agent`: its status, body, `Connection` header, and whether it went on a socket used before. */
+  function send(agent: http.Agent, base: string, method: string, path: string, body?: string) {
+    return new Promise<{ status: number; body: string; reused: boolean; connection?: string }>((resolve, reject) => {
+      const request = http.request(`${base}${path}`, { method, agent, headers: { 'content-type': 'application/json' } }, (response) => {
+        let text = '';
+        response.setEncoding('utf8').on('data', (chunk) => (text += chunk));
+        // The agent takes the socket back once the request is sent whole, which may be after the answer.
+        const sent = request.writableFinished ? Promise.resolve() : new Promise((done) => request.once('finish', done));
+        response.on('end', () =>
+          void sent.then(() => resolve({ status: response.statusCode!, body: text, reused: request.reusedSocket, connection: response.headers.connection })),
+        );
+      });
+      request.on('error', reject);
+      request.end(body);
+    });
+  }
+
+  it('gets its 413 (fetch and a keep-alive agent); the connection then serves the next request; one announced far larger is cut off', { timeout: 60_000 }, async () => {
+    const server = await startServerProcess(inject('stack').databaseUrl);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const envelope = { success: false, error: 'Request body too large', statusCode: 413 };
+      for (let round = 0; round < 3; round++) {
+        const response = await fetch(`${server.baseUrl}/api/feedback`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: oversized });
+        expect([response.status, await response.json()]).toEqual([413, envelope]);
+      }
+      const refused = await send(agent, server.baseUrl, 'POST', '/api/feedback', oversized);
+      expect([refused.status, JSON.parse(refused.body)]).toEqual([413, envelope]);
+      expect(refused.connection).not.toBe('close');
+      const next = await send(agent, server.baseUrl, 'GET', '/health');
+      expect([next.status, next.reused]).toEqual([200, true]);
+
+      // Announced larger than what is read and dropped: answered at once and the socket closed,
+      // although the client has sent only a megabyte of it.
+      const closed = await new Promise<{ status: number; connection?: string; closed: boolean }>((resolve, reject) => {
+        const request = http.request(`${server.baseUrl}/api/feedback`, {
+          method: 'POST',
+          agent: false,
+          headers: { 'content-type': 'application/json', 'content-length': REFUSED_BODY_DRAIN_BYTES + 1 },
+        });
+        request.on('response', (response) => {
+          response.resume();
+          const timer = setTimeout(() => resolve({ status: response.statusCode!, connection: response.headers.connection, closed: false }), 5_000);
+          request.socket!.once('close', () => {
+            clearTimeout(timer);
+            resolve({ status: response.statusCode!, connection: response.headers.connection, closed: true });
+          });
+        });
+        request.on('error', reject);
+        request.write(Buffer.alloc(MB, 'x'));
+      });
+      expect(closed).toEqual({ status: 413, connection: 'close', closed: true });
+
+      // Sent in chunks with no length announced (over a plain socket: Node's own client stops
+      // writing a request once its answer has come): read and dropped up to the bound, then cut off.
+      const limit = REFUSED_BODY_DRAIN_BYTES + 32 * MB;
+      const written = await new Promise<number>((resolve) => {
+        const { port } = new URL(server.baseUrl);
+        const socket = net.connect(Number(port), '127.0.0.1');
+        socket.write('POST /api/feedback HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
+        let total = 0;
+        const chunk = Buffer.alloc(MB, 'x');
+        const writeMore = () => {
+          while (total < limit && !socket.destroyed) {
+            total += chunk.length;
+            socket.write(`${chunk.length.toString(16)}\r\n`);
+            socket.write(chunk);
+            if (!socket.write('\r\n')) return void socket.once('drain', writeMore);
+          }
+          resolve(total);
+        };
+        socket.on('error', () => resolve(total));
+        socket.on('close', () => resolve(total));
+        socket.on('data', () => {});
+        writeMore();
+      });
+      expect(written).toBeGreaterThan(REFUSED_BODY_DRAIN_BYTES);
+      expect(written).toBeLessThan(limit);
+      expect(await (await fetch(`${server.baseUrl}/health`)).json()).toMatchObject({ status: 'ok' });
+    } finally {
+      agent.destroy();
+      await server.stop();
+    }
   });
 });
