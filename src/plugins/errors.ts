@@ -58,21 +58,21 @@ function describe(error: FastifyError | AppError | Error): { statusCode: number;
   return { statusCode: 500, message: 'Internal server error' };
 }
 
-/** How much more of a body refused for its size is read and dropped so that its sender reads the 413. */
+/** How much more of a refused body is read and dropped so that its sender reads the answer. */
 export const REFUSED_BODY_DRAIN_BYTES = 64 * 1024 * 1024;
 
 /**
- * A body refused for its size while its client is still sending it: Fastify
- * answers with `Connection: close`, and Node closes the socket once the
- * answer is written, so a client still writing (fetch, a browser's upload of
- * a 6 MB screenshot) saw a broken connection (EPIPE) instead of the 413. The
- * rest of the body is read and dropped instead, and the connection stays
- * open for the next request; a body more than REFUSED_BODY_DRAIN_BYTES
- * larger, or announced so, is cut off as before.
+ * A body refused while its client is still sending it (413 for its size, or
+ * any other failure of Fastify's body reading): Fastify answers with
+ * `Connection: close`, and Node closes the socket once the answer is
+ * written, so a client still writing (fetch, a browser's upload of a 6 MB
+ * screenshot) saw a broken connection (EPIPE) instead of the answer. The rest of the body is read and dropped instead,
+ * and the connection stays open for the next request; a body more than
+ * REFUSED_BODY_DRAIN_BYTES larger, or announced so, is cut off as before.
  */
 function dropRestOfBody(request: FastifyRequest, reply: FastifyReply) {
   const raw = request.raw;
-  if (raw.complete || Number(raw.headers['content-length']) > REFUSED_BODY_DRAIN_BYTES) return;
+  if (Number(raw.headers['content-length']) > REFUSED_BODY_DRAIN_BYTES) return;
   reply.removeHeader('connection');
   let dropped = 0;
   raw.on('data', (chunk: Buffer) => {
@@ -83,7 +83,7 @@ function dropRestOfBody(request: FastifyRequest, reply: FastifyReply) {
 
 export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   const { statusCode, message, details } = describe(error);
-  if (statusCode === 413) dropRestOfBody(request, reply);
+  if (!request.raw.complete) dropRestOfBody(request, reply);
   // request.log keeps the request id on the line.
   if (statusCode >= 500) request.log.error({ err: error }, 'request failed');
   // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
