@@ -144,11 +144,11 @@ describe('recording events', () => {
     expect(summary.json().data).toMatchObject({ pageViews: 2, uniqueVisitors: 1 });
   });
 
-  it('a known bot → 202 {success: true} and nothing stored', async () => {
+  it('a known bot → 202 with a message saying so, and nothing stored', async () => {
     const sessionId = `bot-${randomUUID()}`;
     const response = await post(event(site.id, { userAgent: GOOGLEBOT, sessionId }));
     expect(response.statusCode).toBe(202);
-    expect(response.json()).toEqual({ success: true });
+    expect(response.json()).toEqual({ success: true, message: 'Not recorded: the user agent is a known bot' });
     expect(await sql`select 1 from public.analytics_events where session_id = ${sessionId}`).toHaveLength(0);
   });
 

@@ -33,6 +33,7 @@ import { createAnalyticsService, DAILY_SERIES_CSV_COLUMNS } from './service.ts';
 // the website's own API key in X-API-Key.
 
 const INGEST_BODY_LIMIT = 16 * 1024;
+const BOT_NOT_RECORDED = 'Not recorded: the user agent is a known bot';
 
 const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
   // Trackers on other origins send events with navigator.sendBeacon (or a
@@ -92,7 +93,8 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
     },
     async function recordEvent(request, reply) {
       const result = await ingest.record(request.body, { ip: request.ip });
-      if (result.kind === 'bot') return reply.status(202).send({ success: true as const });
+      // Said in words: a developer trying the route with curl is a bot to isbot, and found nothing stored.
+      if (result.kind === 'bot') return reply.status(202).send({ success: true as const, message: BOT_NOT_RECORDED });
       return reply
         .status(201)
         .send({ success: true as const, message: 'Event recorded', data: { id: result.id, timestamp: result.timestamp } });

@@ -67,7 +67,7 @@ export const RecordedEventResponseSchema = z.object({
   data: z.object({ id: z.uuid(), timestamp: z.iso.datetime() }),
 });
 
-export const IgnoredEventResponseSchema = z.object({ success: z.literal(true) });
+export const IgnoredEventResponseSchema = z.object({ success: z.literal(true), message: z.string() });
 
 const day = (label: string, description: string) =>
   z
