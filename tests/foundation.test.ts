@@ -48,12 +48,10 @@ describe('app foundation', () => {
     // route still takes every other value.
     expect((await app.inject({ method: 'DELETE', url: '/api/nothing-here' })).statusCode).toBe(404);
     expect((await app.inject({ method: 'GET', url: '/api/feedback/submit-feedbacks' })).json()).toMatchObject({ statusCode: 401, error: 'Authentication required' });
-    const preflight = await app.inject({
-      method: 'OPTIONS',
-      url: '/api/auth/signin',
-      headers: { origin: FRONTEND, 'access-control-request-method': 'POST' },
-    });
-    expect(preflight.statusCode).toBe(204);
+    for (const [url, method] of [['/api/auth/signin', 'POST'], ['/api/users/me', 'GET'], ['/api/feedback/submit-feedback', 'POST']]) {
+      const preflight = await app.inject({ method: 'OPTIONS', url, headers: { origin: FRONTEND, 'access-control-request-method': method } });
+      expect(preflight.statusCode, url).toBe(204);
+    }
   });
 
   it('every route answers with a trailing slash as without it, whether it is written under a prefix or whole', async () => {

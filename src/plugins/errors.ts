@@ -66,9 +66,10 @@ export const REFUSED_BODY_DRAIN_BYTES = 64 * 1024 * 1024;
  * any other failure of Fastify's body reading): Fastify answers with
  * `Connection: close`, and Node closes the socket once the answer is
  * written, so a client still writing (fetch, a browser's upload of a 6 MB
- * screenshot) saw a broken connection (EPIPE) instead of the answer. The rest of the body is read and dropped instead,
- * and the connection stays open for the next request; a body more than
- * REFUSED_BODY_DRAIN_BYTES larger, or announced so, is cut off as before.
+ * screenshot) saw a broken connection (EPIPE) instead of the answer. The
+ * rest of the body is read and dropped instead, and the connection stays
+ * open for the next request; a body more than REFUSED_BODY_DRAIN_BYTES
+ * larger, or announced so, is cut off as before.
  */
 function dropRestOfBody(request: FastifyRequest, reply: FastifyReply) {
   const raw = request.raw;
@@ -191,13 +192,15 @@ function routeMethods(app: FastifyInstance) {
     void methodNotAllowed(reply, request.method, request.url.split('?')[0], methods);
   };
   app.addHook('onRoute', (route) => {
+    // OPTIONS (the CORS plugin's preflight on every path) is neither counted nor checked.
     const methods = [route.method].flat().filter((method) => (ROUTE_METHODS as readonly string[]).includes(method));
+    if (methods.length === 0) return;
     for (const method of methods) {
       if (!router.hasRoute(method as never, route.url)) router.on(method as never, route.url, () => {});
     }
     if (/[:*]/.test(route.url)) {
       route.onRequest = [staticPathOfOtherMethods, ...[route.onRequest ?? []].flat()];
-    } else if (methods.length > 0) {
+    } else {
       const path = routedPath(route.url);
       staticPaths.set(path, ROUTE_METHODS.filter((method) => methods.includes(method) || staticPaths.get(path)?.includes(method)));
     }
