@@ -53,7 +53,7 @@ describe('GET /api/feedback/:id (admin, one item)', () => {
 
   it('does not shadow the static paths beside it: export, the list and the screenshot route still answer', async () => {
     const websiteId = await createWebsite(sql, 'Beside the item route');
-    const id = await submitted({ websiteId, screenshot: pngDataUrl(3) });
+    const id = await submitted({ websiteId, screenshot: pngDataUrl(12) });
     const exported = await app.inject({ method: 'GET', url: `/api/feedback/export?websiteId=${websiteId}`, headers: admin });
     expect(exported.statusCode).toBe(200);
     expect(exported.headers['content-type']).toBe('text/csv; charset=utf-8');

@@ -37,7 +37,7 @@ describe('screenshots by reference', () => {
   });
 
   it('GET /api/feedback/:id/screenshot serves the image bytes to an admin', async () => {
-    const bytes = Buffer.from([0x89, 0x50, 0x4e, 0x47, 1, 2, 3, 4, 5]);
+    const bytes = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3, 4, 5]);
     const created = await app.inject({
       method: 'POST',
       url: '/api/feedback',

@@ -65,6 +65,8 @@ describe('screenshots', () => {
     ['a plain URL', 'https://example.test/shot.png', 'Screenshot must be a base64-encoded image data URL'],
     ['broken base64', 'data:image/png;base64,abc', 'Screenshot must be a base64-encoded image data URL'],
     ['markup in the payload', 'data:image/png;base64,<script>', 'Screenshot must be a base64-encoded image data URL'],
+    ['text under an image type', 'data:image/png;base64,aGVsbG8gd29ybGQ=', 'Screenshot data is not an image of its declared type'],
+    ['a JPEG said to be a PNG', `data:image/png;base64,${Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 16]).toString('base64')}`, 'Screenshot data is not an image of its declared type'],
   ])('%s → 400', async (_label, screenshot, message) => {
     const response = await submit(feedbackBody({ screenshot }));
     expect(response.statusCode).toBe(400);

@@ -24,9 +24,10 @@ export async function createWebsite(sql: postgres.Sql, name = 'Test site'): Prom
   return row.id;
 }
 
-/** A base64 image data URL whose decoded size is exactly `bytes`. */
+/** A base64 PNG data URL of `bytes` bytes (at least 8): a PNG file's signature, then filler. */
 export function pngDataUrl(bytes: number): string {
-  return `data:image/png;base64,${Buffer.alloc(bytes, 7).toString('base64')}`;
+  const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  return `data:image/png;base64,${Buffer.concat([signature, Buffer.alloc(Math.max(0, bytes - signature.length), 7)]).toString('base64')}`;
 }
 
 /** Polls `check` until it returns a value other than undefined/false. */

@@ -1,6 +1,7 @@
 // Screenshots arrive as base64 image data URLs (SPEC section 2). Checked
-// before anything is stored: an image MIME type we allow, strict base64, and
-// at most 5 MiB once decoded. SVG is refused: it is markup that can carry script.
+// before anything is stored: an image MIME type we allow, strict base64, at
+// most 5 MiB once decoded, and bytes that begin as that type's files do. SVG
+// is refused: it is markup that can carry script.
 
 export const MAX_SCREENSHOT_BYTES = 5 * 1024 * 1024;
 export const SCREENSHOT_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif'] as const;
@@ -10,7 +11,7 @@ const LONGEST_TYPE = Math.max(...SCREENSHOT_TYPES.map((type) => type.length));
 /** Longest data URL that can still hold MAX_SCREENSHOT_BYTES. */
 export const MAX_SCREENSHOT_CHARS = `data:;base64,`.length + LONGEST_TYPE + Math.ceil(MAX_SCREENSHOT_BYTES / 3) * 4;
 
-export type ScreenshotProblem = 'format' | 'type' | 'size';
+export type ScreenshotProblem = 'format' | 'type' | 'size' | 'content';
 
 /** Bytes the base64 text decodes to. */
 export function decodedLength(base64: string): number {
@@ -26,13 +27,51 @@ export function screenshotProblem(dataUrl: string): ScreenshotProblem | undefine
   if (!match || match[2].length % 4 !== 0 || match[2].length === 0) return 'format';
   if (!(SCREENSHOT_TYPES as readonly string[]).includes(match[1])) return 'type';
   if (decodedLength(match[2]) > MAX_SCREENSHOT_BYTES) return 'size';
+  if (!beginsAsImageOf(match[1] as ScreenshotType, Buffer.from(match[2].slice(0, SIGNATURE_CHARS), 'base64'))) return 'content';
   return undefined;
 }
+
+type ScreenshotType = (typeof SCREENSHOT_TYPES)[number];
+
+/** Base64 characters decoded to read a file's signature: 48 bytes, enough for an AVIF file's brands. */
+const SIGNATURE_CHARS = 64;
+const ascii = (bytes: Buffer, from: number, to: number) => bytes.toString('latin1', from, to);
+
+/**
+ * Whether `head`, the first bytes of the decoded data, begin as a file of
+ * `type` does: its magic number, and for AVIF an ISO media file whose brands
+ * name AVIF. Text or bytes sent under an image type ("hello world" as
+ * image/png was stored and listed as a PNG) are not a screenshot.
+ */
+function beginsAsImageOf(type: ScreenshotType, head: Buffer): boolean {
+  switch (type) {
+    case 'image/png':
+      return head.subarray(0, 8).equals(PNG_SIGNATURE);
+    case 'image/jpeg':
+      return head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff;
+    case 'image/gif':
+      return ascii(head, 0, 6) === 'GIF87a' || ascii(head, 0, 6) === 'GIF89a';
+    case 'image/webp':
+      return ascii(head, 0, 4) === 'RIFF' && ascii(head, 8, 12) === 'WEBP';
+    case 'image/avif': {
+      if (head.length < 16 || ascii(head, 4, 8) !== 'ftyp') return false;
+      // The box holds the major brand, a version, then compatible brands, four bytes each.
+      const boxEnd = Math.min(head.readUInt32BE(0), head.length);
+      for (let at = 8; at + 4 <= boxEnd; at += at === 8 ? 8 : 4) {
+        if (['avif', 'avis'].includes(ascii(head, at, at + 4))) return true;
+      }
+      return false;
+    }
+  }
+}
+
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
 
 export const SCREENSHOT_MESSAGES: Record<ScreenshotProblem, string> = {
   format: 'Screenshot must be a base64-encoded image data URL',
   type: 'Screenshot must be a PNG, JPEG, GIF, WebP or AVIF image',
   size: 'Screenshot must be at most 5 MB',
+  content: 'Screenshot data is not an image of its declared type',
 };
 
 const OPAQUE_TYPE = 'application/octet-stream';
