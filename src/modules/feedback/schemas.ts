@@ -62,7 +62,7 @@ export const SubmitFeedbackBodySchema = z.object({
       })
       .meta({
         maxLength: MAX_SCREENSHOT_CHARS,
-        description: 'A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded, whose bytes begin as that type\'s files do (SVG is refused)',
+        description: "A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded, whose bytes begin as that type's files do (SVG is refused)",
       }),
   ),
   websiteId: formOptional(uuidInput('Website id')),
