@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
 import { uniqueEmail } from './support/db.ts';
-import { call, idTokenFor, messagesTo, realAuth, realAuthEnv, signUp, startAuthGateway } from './support/real-auth.ts';
+import { call, idTokenFor, linkIn, messagesTo, realAuth, realAuthEnv, resetTokenIn, signUp, startAuthGateway } from './support/real-auth.ts';
 import { TEST_JWT_SECRET } from './support/secrets.ts';
 
 // Every /api/auth route of SPEC section 4 and every error of section 7,
@@ -268,9 +268,8 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
     const [mail] = await messagesTo(account.email);
     expect(mail.subject).toBe('Reset your password');
-    const link = mail.html.match(/href="([^"]+)"/)?.[1] ?? '';
-    expect(link).toMatch(/^http:\/\/localhost:5173\/reset-password\?token=[0-9a-f]+$/);
-    const token = new URL(link).searchParams.get('token')!;
+    expect(linkIn(mail)).toMatch(/^http:\/\/localhost:5173\/reset-password\?token=[0-9a-f]+$/);
+    const token = resetTokenIn(mail);
 
     const short = await post('/api/auth/update-password', { token, newPassword: '12345' });
     expect(short.status).toBe(400);
@@ -322,7 +321,7 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
       expect((await post('/api/auth/reset-password', { email: account.email })).status).toBe(200);
       await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
       const [mail] = await messagesTo(account.email);
-      const token = new URL(mail.html.match(/href="([^"]+)"/)?.[1] ?? '').searchParams.get('token')!;
+      const token = resetTokenIn(mail);
 
       const updated = await behindGateway.inject({ method: 'POST', url: '/api/auth/update-password', payload: { token, newPassword: 'gateway-new-secret' } });
       expect(updated.statusCode).toBe(200);
@@ -368,7 +367,7 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     const mails = await messagesTo(account.email);
     expect(mails).toHaveLength(1);
-    const token = new URL(mails[0].html.match(/href="([^"]+)"/)?.[1] ?? '').searchParams.get('token')!;
+    const token = resetTokenIn(mails[0]);
     expect((await post('/api/auth/update-password', { token, newPassword: 'after-double-click' })).status).toBe(200);
   });
 

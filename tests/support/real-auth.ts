@@ -88,6 +88,16 @@ export async function messagesTo(email: string): Promise<SinkMessage[]> {
   return messages.filter((message) => message.to.includes(email));
 }
 
+/** The first link of an e-mail (the reset e-mail's link to the front end); empty when there is none. */
+export function linkIn(mail: SinkMessage): string {
+  return mail.html.match(/href="([^"]+)"/)?.[1] ?? '';
+}
+
+/** The reset token a reset e-mail's link carries, for update-password. */
+export function resetTokenIn(mail: SinkMessage): string {
+  return new URL(linkIn(mail)).searchParams.get('token')!;
+}
+
 export interface HttpAnswer {
   status: number;
   /** Whatever JSON the route answered; each test asserts its shape. */
