@@ -1,6 +1,7 @@
 import { type AddressInfo, connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
+import errorsPlugin, { PATH_MATCHING } from '../src/plugins/errors.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
 
@@ -428,6 +429,28 @@ describe('health with the database unreachable', () => {
       const response = await app.inject({ method: 'GET', url: '/health' });
       expect(response.statusCode).toBe(503);
       expect(response.json()).toMatchObject({ success: false, status: 'error', statusCode: 503 });
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('the 405 check and OPTIONS routes', () => {
+  it('leaves an OPTIONS route alone, even one registered after the errors plugin on a path that takes any value', async () => {
+    // The app's CORS preflight (`OPTIONS *`) is registered after the errors plugin. Were OPTIONS
+    // routes checked like the others, a preflight for a path written out for POST alone would be 405.
+    const app = Fastify(PATH_MATCHING);
+    await app.register(errorsPlugin);
+    app.post('/things/new', async () => ({ made: true }));
+    app.get('/things/:id', async () => ({ got: true }));
+    app.options('/things/*', async (_request, reply) => reply.status(204).header('x-preflight', 'answered').send());
+    await app.ready();
+    try {
+      const preflight = await app.inject({ method: 'OPTIONS', url: '/things/new' });
+      expect([preflight.statusCode, preflight.headers['x-preflight']]).toEqual([204, 'answered']);
+      // The check itself still runs for the other methods.
+      const wrongMethod = await app.inject({ method: 'GET', url: '/things/new' });
+      expect([wrongMethod.statusCode, wrongMethod.headers.allow]).toEqual([405, 'POST']);
     } finally {
       await app.close();
     }
