@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { connectDatabase } from '../src/plugins/db.ts';
 import { buildTestApp } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
@@ -99,6 +100,70 @@ describe('database timeouts under a held lock', () => {
     } finally {
       await lock.release().catch(() => {});
       await app.close();
+    }
+  });
+});
+
+describe('a health check that misses its deadline', () => {
+  it('is stored in app_logs once, however often it is asked for while the pool is taken', async () => {
+    const app: FastifyInstance = await buildTestApp({
+      DATABASE_URL: database.url,
+      DATABASE_POOL_MAX: '2',
+      DATABASE_ACQUIRE_TIMEOUT_MS: '400',
+      DATABASE_STATEMENT_TIMEOUT_MS: '20000',
+    });
+    const headers = await legacyAdmin();
+    const lock = await holdFeedbackLock();
+    const failures = async () => (await sql<{ n: number }[]>`
+      select count(*)::int as n from public.app_logs where message = 'health check: database unreachable'`)[0].n;
+    const before = await failures();
+    try {
+      const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
+      await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+      const checks = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/health' })));
+      expect(checks.map((check) => check.statusCode)).toEqual(Array(20).fill(503));
+      await lock.release();
+      await Promise.all(parked);
+    } finally {
+      await lock.release().catch(() => {});
+      // Closing stores whatever is still pending.
+      await app.close();
+    }
+    expect((await failures()) - before).toBe(1);
+  });
+
+  it('is called off: the pings given up on do not run once the connection is free', async () => {
+    // A database with no other connection, its commits counted from another database.
+    const own = await createPrivateDatabase('ping');
+    const stats = postgres(inject('stack').postgresUrl, { max: 1, onnotice: () => {} });
+    const name = new URL(own.url).pathname.slice(1);
+    const commits = async () => (await stats<{ n: number }[]>`
+      select xact_commit::int as n from pg_stat_database where datname = ${name}`)[0].n;
+    const backends = async () => (await stats<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity where datname = ${name}`)[0].n;
+    // A backend reports its counts as it exits.
+    const settled = async () => {
+      await waitFor(async () => (await backends()) === 0, 10_000, 'no connection to the database');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return commits();
+    };
+    const db = connectDatabase(own.url, { max: 1 });
+    try {
+      const before = await settled();
+      // The pool's one connection is held for a second, as a request's transaction holds one;
+      // thirty pings give up after 100 ms each.
+      const busy = db.sql.begin((tx) => tx`select pg_sleep(1)`);
+      const pings = await Promise.allSettled(Array.from({ length: 30 }, () => db.ping(100)));
+      expect(pings.map((ping) => ping.status)).toEqual(Array(30).fill('rejected'));
+      await busy;
+      expect(await db.ping(2_000)).toBeGreaterThan(0);
+      await db.close();
+      // The transaction, the last ping and the connection's own start; the thirty abandoned pings would be thirty more.
+      expect((await settled()) - before).toBeLessThan(10);
+    } finally {
+      await db.close().catch(() => {});
+      await stats.end();
+      await own.drop();
     }
   });
 });

@@ -218,18 +218,28 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
     }
   }
 
-  async function bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T> {
+  /** The query's rows, or `expired()` once `ms` have passed; the query is then called off. */
+  async function cancelledAtDeadline<T extends readonly postgres.MaybeRow[]>(
+    query: postgres.PendingQuery<T>,
+    ms: number,
+    expired: () => Error,
+  ): Promise<T> {
     query.catch(() => {});
-    return (await withinDeadline(query, acquireTimeoutMs, () => {
+    return (await withinDeadline(query, ms, () => {
       // Takes a query that never started out of the queue; one already running gets a cancel request.
+      // Left queued, it would run after its caller had its answer, ahead of the requests still waiting.
       void Promise.resolve(query.cancel()).catch(() => {});
-      return new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`);
+      return expired();
     })) as T;
+  }
+
+  function bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T> {
+    return cancelledAtDeadline(query, acquireTimeoutMs, () => new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`));
   }
 
   async function ping(timeoutMs = 2_000): Promise<number> {
     const started = performance.now();
-    await withinDeadline(sql`select 1`, timeoutMs, () => new Error(`database did not answer within ${timeoutMs} ms`));
+    await cancelledAtDeadline(sql`select 1`, timeoutMs, () => new Error(`database did not answer within ${timeoutMs} ms`));
     return performance.now() - started;
   }
 

@@ -9,8 +9,18 @@ const HealthSchema = z.object({
   statusCode: z.number().int().optional(),
 });
 
+/**
+ * A failed check is stored in app_logs at most once in this long; the rest go
+ * to the process's output only. /health is public and not rate limited, so a
+ * poller (a load balancer, a scanner) would otherwise fill the stored log's
+ * queue while the database struggles, and its 1,000 lines would crowd out
+ * the errors that say why.
+ */
+const STORED_FAILURE_INTERVAL_MS = 60_000;
+
 // Public liveness and readiness: answers 503 when Postgres does not.
 const healthRoutes: FastifyPluginAsyncZod = async (app) => {
+  let lastStoredFailure = -Infinity;
   app.get(
     '/health',
     {
@@ -23,7 +33,9 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
         await app.db.ping();
         return { success: true, status: 'ok' as const, timestamp };
       } catch (error) {
-        request.log.error({ err: error }, 'health check: database unreachable');
+        const store = performance.now() - lastStoredFailure >= STORED_FAILURE_INTERVAL_MS;
+        if (store) lastStoredFailure = performance.now();
+        request.log.error({ err: error, ...(store ? {} : { persist: false }) }, 'health check: database unreachable');
         return reply
           .status(503)
           .send({ success: false, status: 'error' as const, timestamp, error: 'Database unavailable', statusCode: 503 });
