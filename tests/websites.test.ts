@@ -381,8 +381,12 @@ describe('deleting a website with many events', () => {
     }
   });
 
-  it('a batch that a lock holds past the statement timeout is tried again, smaller, and the deletion completes', async () => {
-    const strict = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '200', WEBSITE_DELETE_BATCH: '200' });
+  it.each([
+    ['the statement timeout', { DATABASE_STATEMENT_TIMEOUT_MS: '200' }],
+    // As by default (5 s each): the pool's deadline starts first, so it is what ends the batch.
+    ["the pool's deadline (as long as the statement timeout)", { DATABASE_STATEMENT_TIMEOUT_MS: '200', DATABASE_ACQUIRE_TIMEOUT_MS: '200' }],
+  ])('a batch that a lock holds past %s is tried again, smaller, and the deletion completes', async (_deadline, settings) => {
+    const strict = await buildTestApp({ ...settings, WEBSITE_DELETE_BATCH: '200' });
     const site = await createWebsite(strict, 'Held up');
     try {
       await insertManyEvents(site.id, 500);

@@ -30,7 +30,10 @@ export const websiteNotFound = () => notFound('Website not found');
 // row before the caller gets 503 and the deletion is left to be asked again.
 // Each retry waits a little longer first (about 25, 50, 100 ms), so retries
 // straight after one another do not all land in the same busy moment.
-const BATCH_RETRY_CODES = new Set(['57014', '55P03', '40P01', '40001']);
+// ACQUIRE_TIMEOUT is the pool's deadline (db.bounded): no connection, or no
+// answer, in time. It starts before the statement does and is as long as the
+// statement timeout by default, so a batch held by a lock meets it first.
+const BATCH_RETRY_CODES = new Set(['57014', '55P03', '40P01', '40001', 'ACQUIRE_TIMEOUT']);
 const BATCH_RETRIES = 3;
 const BATCH_RETRY_BACKOFF = { baseMs: 25, maxMs: 1_000 };
 const isBatchRetryable = (error: unknown) => BATCH_RETRY_CODES.has(String(errorCode(error)));
