@@ -411,6 +411,41 @@ describe('deleting a website with many events', () => {
     }
   });
 
+  it('finishing the deletions left behind goes on past one whose rows stay held, then says that one failed', async () => {
+    const strict = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '200', WEBSITE_DELETE_BATCH: '200' });
+    const held = await createWebsite(strict, 'Held for good');
+    const free = await createWebsite(strict, 'Free to go');
+    try {
+      await insertManyEvents(held.id, 300);
+      await insertManyEvents(free.id, 300);
+      // Marked as a stopped process leaves them, the held one begun first, so it is taken first.
+      await sql`update public.websites set deletion_started_at = now() - interval '1 minute' where id = ${held.id}`;
+      await sql`update public.websites set deletion_started_at = now() where id = ${free.id}`;
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      const holder = sql.begin(async (tx) => {
+        await tx`select 1 from public.analytics_events where website_id = ${held.id} for update`;
+        locked();
+        await released;
+      });
+      await lockTaken;
+      try {
+        const finishing = createWebsitesService({ db: strict.db, deleteBatchSize: 200 }).finishLeftDeletionsElevated();
+        await expect(finishing).rejects.toThrow(/website deletions failed/);
+      } finally {
+        release();
+        await holder;
+      }
+      expect(await rowsLeft(free.id)).toEqual({});
+      expect((await rowsLeft(held.id)).analytics_events).toBe(300);
+    } finally {
+      await strict.close();
+      await sql`delete from public.websites where id in ${sql([held.id, free.id])}`;
+    }
+  });
+
   it('a deletion cut short leaves a website that is hidden and keyless, and is finished later', async () => {
     const site = await createWebsite(app, 'Cut short');
     const other = await createWebsite(app, 'Cut short too');

@@ -125,7 +125,8 @@ export function deleteWebsiteBatchElevated(sql: ElevatedSql, id: string, batchSi
 
 /** Elevated: the websites whose deletion began and has not finished (a process stopped during it). */
 export async function selectWebsiteIdsBeingDeletedElevated(sql: ElevatedSql): Promise<string[]> {
-  const rows = await sql<{ id: string }[]>`select id from public.websites where deletion_started_at is not null`;
+  const rows = await sql<{ id: string }[]>`
+    select id from public.websites where deletion_started_at is not null order by deletion_started_at, id`;
   return rows.map((row) => row.id);
 }
 

@@ -122,10 +122,23 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
     }
   }
 
-  /** Elevated: finishes the deletions a stopped process left behind; how many it found. */
+  /**
+   * Elevated: finishes the deletions a stopped process left behind, the
+   * longest begun first; how many it found. One that fails (its rows held
+   * past every retry) does not hold up the others: they are finished, then
+   * its error is thrown, and it waits for the next start or DELETE.
+   */
   async function finishLeftDeletionsElevated(stopped: () => boolean = () => false): Promise<number> {
     const ids = await selectWebsiteIdsBeingDeletedElevated(db.sql);
-    for (const id of ids) await finishDeletionElevated(id, stopped);
+    const failures: unknown[] = [];
+    for (const id of ids) {
+      try {
+        await finishDeletionElevated(id, stopped);
+      } catch (error) {
+        failures.push(error);
+      }
+    }
+    if (failures.length > 0) throw new AggregateError(failures, `${failures.length} of ${ids.length} website deletions failed`);
     return ids.length;
   }
 
