@@ -475,4 +475,31 @@ describe.runIf(auth)("the auth server's own per-IP limits count our clients, not
       await app.close();
     }
   });
+
+  it("the dashboard's sign-in from an address whose sign-in budget is used up is 429, not a wrong password", { timeout: 30_000 }, async () => {
+    const app = await buildTestApp(realAuthEnv(auth!));
+    try {
+      const crowded = '203.0.113.8';
+      // 30 password grants per address in a burst; counted before the credentials are read.
+      let directlyRefused = false;
+      for (let i = 0; i < 40 && !directlyRefused; i += 1) {
+        const direct = await fetch(`${auth!.url}/auth/v1/token?grant_type=password`, {
+          method: 'POST',
+          headers: { apikey: auth!.anonKey, 'content-type': 'application/json', 'x-forwarded-for': crowded },
+          body: JSON.stringify({ email: uniqueEmail('burst'), password: 'x' }),
+        });
+        directlyRefused = direct.status === 429;
+      }
+      expect(directlyRefused).toBe(true);
+      const signIn = (remoteAddress: string) =>
+        app.inject({ method: 'POST', url: '/admin/status/session', remoteAddress, payload: { email: uniqueEmail('dashboard'), password: 'secret1' } });
+      const refused = await signIn(crowded);
+      expect([refused.statusCode, refused.json()]).toEqual([429, { success: false, error: 'Too many requests. Please try again later.', statusCode: 429, retryAfter: 60 }]);
+      expect(refused.headers['retry-after']).toBe('60');
+      // From another address the same credentials are what they are: unknown.
+      expect((await signIn('198.51.100.24')).json()).toMatchObject({ statusCode: 401, error: 'Invalid email or password' });
+    } finally {
+      await app.close();
+    }
+  });
 });

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { withinDeadline as raceDeadline } from '../lib/deadline.ts';
-import { type AppError, badRequest, internalError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
+import { type AppError, badRequest, internalError, RateLimitError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's
@@ -55,6 +55,16 @@ export function authServerFailure(error: unknown): AppError | undefined {
   if (isAuthServerDown(error)) return authUnavailable();
   if (isAuthServerError(error)) return internalError();
   return undefined;
+}
+
+/**
+ * The auth server's own per-address limit (a 429, or an `over_…` code such as
+ * `over_request_rate_limit`): our 429, with a minute to wait, so a client is
+ * not told its password is wrong and does not try again at once.
+ */
+export function authRateLimit(error: unknown): RateLimitError | undefined {
+  const { code, status } = (error ?? {}) as { code?: string; status?: number };
+  return status === 429 || code?.startsWith('over_') ? new RateLimitError(60) : undefined;
 }
 
 /**

@@ -3,7 +3,7 @@ import { AppError, badRequest, conflict, internalError, notFound, RateLimitError
 import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
-import { authRefusal, authServerFailure, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
+import { authRateLimit, authRefusal, authServerFailure, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
 import { endAllSessionsElevated, endSessionElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
@@ -33,10 +33,9 @@ function fail(error: unknown, fallback: AppError, byCode: Record<string, AppErro
   const failed = authServerFailure(error);
   // A 500 of the route's own (sign up's `Failed to register user`) says it in the SPEC's words.
   if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? fallback : failed;
-  const { code, status } = (error ?? {}) as AuthFailure;
+  const { code } = (error ?? {}) as AuthFailure;
   if (code && byCode[code]) throw byCode[code];
-  if (status === 429 || code?.startsWith('over_')) throw new RateLimitError(60);
-  throw fallback;
+  throw authRateLimit(error) ?? fallback;
 }
 
 export function createAuthService(deps: AuthServiceDeps) {

@@ -3,7 +3,7 @@ import { decodeJwt } from 'jose';
 import { forbidden, unauthorized } from '../../../lib/errors.ts';
 import { dbActorOfUser } from '../../../plugins/auth.ts';
 import type { Database } from '../../../plugins/db.ts';
-import { authServerFailure, authUnavailable, type SupabaseAuth } from '../../../plugins/supabase.ts';
+import { authRateLimit, authServerFailure, authUnavailable, type SupabaseAuth } from '../../../plugins/supabase.ts';
 import { holdsAdminRole } from './queries.ts';
 
 // The dashboard's own sign-in: e-mail and password through the auth server,
@@ -25,13 +25,13 @@ export const NOT_AN_ADMIN = 'This account is not an administrator.';
 export function createStatusSessionService(deps: { supabase: SupabaseAuth; db: Database; forgetSession(sessionId: string): void }) {
   const { supabase, db } = deps;
 
-  /** Signs an admin in; 401 for wrong credentials, 403 (and the session ended) for an account without the role. */
+  /** Signs an admin in; 401 for wrong credentials, 429 when the auth server limits the address, 403 (and the session ended) for an account without the role. */
   async function signInAdmin(ip: string, email: string, password: string): Promise<{ accessToken: string; expiresIn: number }> {
     if (!supabase.configured) throw authUnavailable();
     const client = supabase.forRequest(ip);
     const { data, error } = await client.auth.signInWithPassword({ email, password });
     if (error || !data.session) {
-      throw authServerFailure(error) ?? unauthorized('Invalid email or password');
+      throw authServerFailure(error) ?? authRateLimit(error) ?? unauthorized('Invalid email or password');
     }
     const { session } = data;
     const isAdmin = await db.readAtOnceAsActor(dbActorOfUser(session.user.id), holdsAdminRole);
