@@ -137,6 +137,23 @@ describe('logs', () => {
     expect(filter.json().details).toEqual({ source: ['Source must be one of: server, client'], limit: ['Limit must be an integer from 1 to 500'] });
   });
 
+  it('refuses a context it could not store as sent: a number too large, NUL, an unpaired surrogate', async () => {
+    for (const [raw, detail] of [
+      ['{"a":1e400}', 'Context must not contain numbers too large to store (such as 1e400)'],
+      // These two the body parser refuses in any body, before the schema.
+      ['{"a":"nul \\u0000 here"}', 'Must not contain NUL (\\u0000) characters'],
+      ['{"a":"half \\ud800 a pair"}', 'Must not contain unpaired surrogates (\\ud800-\\udfff)'],
+    ]) {
+      const refused = await app.inject({
+        method: 'POST',
+        url: '/api/admin/logs',
+        headers: { ...admin, 'content-type': 'application/json' },
+        payload: `{"level":"info","message":"unstorable","context":${raw}}`,
+      });
+      expect([refused.statusCode, refused.json().details], raw).toEqual([400, { context: [detail] }]);
+    }
+  });
+
   it('persists server entries at warn and above, with the request id, off the request path', async () => {
     const requestId = `log-test-${crypto.randomUUID()}`;
     // A refused request is not stored on its own: refusals are stored as counts

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
+import { boundedJsonObject, limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
 import { LOG_LEVELS } from '../../logger.ts';
 
 // Shapes of /api/admin/logs: stored log entries, the server's and the clients'.
@@ -36,10 +36,8 @@ export const ListLogsQuerySchema = z.object({
 export const CreateLogBodySchema = z.object({
   level: LogLevelSchema,
   message: requiredString('Message').trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
-  context: z
-    .record(z.string(), z.unknown(), { error: 'Context must be an object' })
-    .refine((value) => JSON.stringify(value).length <= 16_000, { error: 'Context must be at most 16000 characters as JSON' })
-    .optional(),
+  // As the websites' settings are checked: what jsonb would store otherwise than sent (1e400 as null) or refuse (NUL) is a 400.
+  context: boundedJsonObject('Context', 16_000).optional(),
 });
 
 export const LogsResponseSchema = z.object({ success: z.literal(true), data: z.array(LogEntrySchema), pagination: PaginationSchema });
