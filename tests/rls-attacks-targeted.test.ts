@@ -56,8 +56,41 @@ describe('targeted attacks under a user\'s claims', () => {
     }
     const admin = await userWith('admin');
     const other = await userWith();
-    const granted = await as(admin, (tx) => tx`insert into public.user_roles (user_id, role) values (${other.id}, 'editor')`);
-    expect(granted.count).toBe(1);
+    const granted = await as(admin, (tx) => tx`insert into public.user_roles (user_id, role) values (${other.id}, 'editor') returning granted_by`);
+    // Left out, the grantor is the caller.
+    expect(granted).toEqual([{ granted_by: admin.id }]);
+  });
+
+  it('an admin records a grant as their own, now: not "by" another admin, nor at another time', async () => {
+    const admin = await userWith('admin');
+    const otherAdmin = await userWith('admin');
+    const other = await userWith();
+    await denied(as(admin, (tx) => tx`insert into public.user_roles (user_id, role, granted_by) values (${other.id}, 'editor', ${otherAdmin.id})`));
+    await denied(as(admin, (tx) => tx`insert into public.user_roles (user_id, role, granted_by) values (${other.id}, 'editor', null)`));
+    await denied(as(admin, (tx) => tx`insert into public.user_roles (user_id, role, granted_at) values (${other.id}, 'editor', '2000-01-01')`));
+    const named = await as(admin, (tx) => tx`insert into public.user_roles (user_id, role, granted_by) values (${other.id}, 'viewer', ${admin.id}) returning granted_by`);
+    expect(named).toEqual([{ granted_by: admin.id }]);
+  });
+
+  it('an editor creates a website as themself: not "by" another user, backdated, or already being deleted', async () => {
+    const editor = await userWith('editor');
+    const victim = await userWith('editor');
+    const website = (extra: Record<string, unknown>) => ({
+      name: 'Planted',
+      domain: 'planted.example.test',
+      api_key_hash: randomBytes(32),
+      api_key_prefix: 'pk_planted',
+      ...extra,
+    });
+    const insert = (row: Record<string, unknown>) => (tx: postgres.TransactionSql) =>
+      tx`insert into public.websites ${tx(row)} returning created_by`;
+    await denied(as(editor, insert(website({ created_by: victim.id }))));
+    await denied(as(editor, insert(website({ created_by: null }))));
+    await denied(as(editor, insert(website({ created_at: '2000-01-01' }))));
+    await denied(as(editor, insert(website({ deletion_started_at: new Date() }))));
+    await denied(as(editor, insert(website({ id: randomUUID() }))));
+    // Left out, the creator is the caller.
+    expect(await as(editor, insert(website({})))).toEqual([{ created_by: editor.id }]);
   });
 
   it('a non-admin reads no log entries and stores none; an admin stores client entries only as themself', async () => {
