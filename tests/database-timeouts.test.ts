@@ -104,6 +104,32 @@ describe('database timeouts under a held lock', () => {
   });
 });
 
+  it("admin health, read while every connection is taken, answers within its probes' deadline: the database down, the e-mail backlog unknown", async () => {
+    const app: FastifyInstance = await buildTestApp({
+      DATABASE_URL: database.url,
+      DATABASE_POOL_MAX: '2',
+      DATABASE_ACQUIRE_TIMEOUT_MS: '400',
+      DATABASE_STATEMENT_TIMEOUT_MS: '20000',
+    });
+    const headers = await legacyAdmin();
+    const lock = await holdFeedbackLock();
+    try {
+      const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
+      await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+      const started = performance.now();
+      const health = await app.inject({ method: 'GET', url: '/api/admin/health', headers });
+      const elapsed = performance.now() - started;
+      await lock.release();
+      await Promise.all(parked);
+      // The database probe's own deadline is 2 s; the backlog's count waited for a connection as long as the lock lasted.
+      expect(elapsed).toBeLessThan(4_000);
+      expect([health.statusCode, health.json().data]).toMatchObject([503, { status: 'error', database: { status: 'down' }, email: { status: 'unknown', pendingOutbox: null } }]);
+    } finally {
+      await lock.release().catch(() => {});
+      await app.close();
+    }
+  });
+
 describe('a health check that misses its deadline', () => {
   it('is stored in app_logs once, however often it is asked for while the pool is taken', async () => {
     const app: FastifyInstance = await buildTestApp({

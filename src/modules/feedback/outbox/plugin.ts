@@ -41,7 +41,7 @@ export default fp<{ config: Config }>(
     const log = app.log.child({ module: 'feedback-outbox' });
     const transport = createMailTransport(config);
     const provider = transport?.name ?? null;
-    const backlog = () => countOwedNotificationsElevated(app.db.sql, FAILING_AFTER_ATTEMPTS);
+    const backlog = async () => (await app.db.bounded(countOwedNotificationsElevated(app.db.sql, FAILING_AFTER_ATTEMPTS)))[0];
     if (!transport || !outboxWorkerEnabled(config)) {
       transport?.close();
       app.decorate('feedbackOutbox', { provider, transport: null, wake() {}, backlog });

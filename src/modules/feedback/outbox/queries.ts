@@ -111,10 +111,13 @@ export async function adminRecipientEmailsElevated(sql: ElevatedSql): Promise<st
   return rows.map((row) => row.email);
 }
 
-/** Notifications still owed, and how many of them have failed at least `failingAfter` times. */
-export async function countOwedNotificationsElevated(sql: ElevatedSql, failingAfter: number): Promise<{ owed: number; failing: number }> {
-  const [row] = await sql<{ owed: number; failing: number }[]>`
+/**
+ * Notifications still owed, and how many of them have failed at least
+ * `failingAfter` times; one row. Pending, so admin health can bound it
+ * (db.bounded): the health report is read when the pool is busiest.
+ */
+export function countOwedNotificationsElevated(sql: ElevatedSql, failingAfter: number) {
+  return sql<{ owed: number; failing: number }[]>`
     select count(*)::int as owed, count(*) filter (where attempts >= ${failingAfter})::int as failing
       from public.feedback_outbox where sent_at is null and gave_up_at is null`;
-  return row;
 }
