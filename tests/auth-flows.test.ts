@@ -440,24 +440,27 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
 });
 
 describe.runIf(auth)("the auth server's own per-IP limits count our clients, not our server", () => {
+  /** Calls `path` of the auth server as `address` until it answers 429 (true), or 40 times (false). */
+  async function useUpAuthBudget(path: string, address: string): Promise<boolean> {
+    for (let i = 0; i < 40; i += 1) {
+      const direct = await fetch(`${auth!.url}${path}`, {
+        method: 'POST',
+        headers: { apikey: auth!.anonKey, 'content-type': 'application/json', 'x-forwarded-for': address },
+        body: JSON.stringify({ email: uniqueEmail('burst'), password: 'x' }),
+      });
+      if (direct.status === 429) return true;
+    }
+    return false;
+  }
+
   it('a client whose address used up the sign-up budget is refused with 429; another client is not', { timeout: 30_000 }, async () => {
     const app = await buildTestApp(realAuthEnv(auth!));
     try {
       const crowded = '203.0.113.7';
       // The auth server allows a burst of 30 sign-ups per address (then one per 10 s);
-      // use it up for one address straight at the gateway, as that client would,
-      // until the auth server itself refuses.
-      let directlyRefused = false;
-      for (let i = 0; i < 40 && !directlyRefused; i += 1) {
-        const direct = await fetch(`${auth!.url}/auth/v1/signup`, {
-          method: 'POST',
-          headers: { apikey: auth!.anonKey, 'content-type': 'application/json', 'x-forwarded-for': crowded },
-          // Counted before the password is checked, so no account is made.
-          body: JSON.stringify({ email: uniqueEmail('burst'), password: 'x' }),
-        });
-        directlyRefused = direct.status === 429;
-      }
-      expect(directlyRefused).toBe(true);
+      // use it up for one address straight at the gateway, as that client would.
+      // Counted before the password is checked, so no account is made.
+      expect(await useUpAuthBudget('/auth/v1/signup', crowded)).toBe(true);
       const signup = (remoteAddress: string) =>
         app.inject({
           method: 'POST',
@@ -481,16 +484,7 @@ describe.runIf(auth)("the auth server's own per-IP limits count our clients, not
     try {
       const crowded = '203.0.113.8';
       // 30 password grants per address in a burst; counted before the credentials are read.
-      let directlyRefused = false;
-      for (let i = 0; i < 40 && !directlyRefused; i += 1) {
-        const direct = await fetch(`${auth!.url}/auth/v1/token?grant_type=password`, {
-          method: 'POST',
-          headers: { apikey: auth!.anonKey, 'content-type': 'application/json', 'x-forwarded-for': crowded },
-          body: JSON.stringify({ email: uniqueEmail('burst'), password: 'x' }),
-        });
-        directlyRefused = direct.status === 429;
-      }
-      expect(directlyRefused).toBe(true);
+      expect(await useUpAuthBudget('/auth/v1/token?grant_type=password', crowded)).toBe(true);
       const signIn = (remoteAddress: string) =>
         app.inject({ method: 'POST', url: '/admin/status/session', remoteAddress, payload: { email: uniqueEmail('dashboard'), password: 'secret1' } });
       const refused = await signIn(crowded);

@@ -57,6 +57,39 @@ const expect503 = (response: { statusCode: number; json(): unknown }) => {
   expect(response.json()).toEqual({ success: false, error: expect.any(String), statusCode: 503, requestId: expect.any(String) });
 };
 
+/**
+ * An app whose pool of two is taken: two admin lists wait on the held
+ * feedback lock while `test` runs. `release` lets the lock go and gives the
+ * lists' answers; the app is closed after, which stores its pending log lines.
+ */
+async function withPoolTaken(
+  test: (pool: { app: FastifyInstance; headers: Record<string, string>; release(): Promise<{ statusCode: number }[]> }) => Promise<void>,
+) {
+  const app: FastifyInstance = await buildTestApp({
+    DATABASE_URL: database.url,
+    DATABASE_POOL_MAX: '2',
+    DATABASE_ACQUIRE_TIMEOUT_MS: '400',
+    DATABASE_STATEMENT_TIMEOUT_MS: '20000',
+  });
+  const headers = await legacyAdmin();
+  const lock = await holdFeedbackLock();
+  try {
+    const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
+    await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+    await test({
+      app,
+      headers,
+      release: async () => {
+        await lock.release();
+        return Promise.all(parked);
+      },
+    });
+  } finally {
+    await lock.release().catch(() => {});
+    await app.close();
+  }
+}
+
 describe('database timeouts under a held lock', () => {
   it('a query stuck behind a lock ends with 503 after the statement timeout; the app recovers', async () => {
     const app: FastifyInstance = await buildTestApp({ DATABASE_URL: database.url, DATABASE_STATEMENT_TIMEOUT_MS: '500' });
@@ -77,84 +110,41 @@ describe('database timeouts under a held lock', () => {
   });
 
   it('with every connection parked on the lock, a new request gets 503 after the acquire deadline; the app recovers', async () => {
-    const app: FastifyInstance = await buildTestApp({
-      DATABASE_URL: database.url,
-      DATABASE_POOL_MAX: '2',
-      DATABASE_ACQUIRE_TIMEOUT_MS: '400',
-      DATABASE_STATEMENT_TIMEOUT_MS: '20000',
-    });
-    const headers = await legacyAdmin();
-    const lock = await holdFeedbackLock();
-    try {
-      // Two admin lists take both connections and wait on the lock.
-      const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
-      await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+    await withPoolTaken(async ({ app, headers, release }) => {
       const started = performance.now();
       const starved = await app.inject({ method: 'GET', url: '/api/websites', headers });
       const elapsed = performance.now() - started;
-      await lock.release();
+      const parked = await release();
       expect503(starved);
       expect(elapsed).toBeLessThan(3_000);
-      for (const response of await Promise.all(parked)) expect(response.statusCode).toBe(200);
+      for (const response of parked) expect(response.statusCode).toBe(200);
       expect((await app.inject({ method: 'GET', url: '/api/websites', headers })).statusCode).toBe(200);
-    } finally {
-      await lock.release().catch(() => {});
-      await app.close();
-    }
+    });
   });
-});
 
   it("admin health, read while every connection is taken, answers within its probes' deadline: the database down, the e-mail backlog unknown", async () => {
-    const app: FastifyInstance = await buildTestApp({
-      DATABASE_URL: database.url,
-      DATABASE_POOL_MAX: '2',
-      DATABASE_ACQUIRE_TIMEOUT_MS: '400',
-      DATABASE_STATEMENT_TIMEOUT_MS: '20000',
-    });
-    const headers = await legacyAdmin();
-    const lock = await holdFeedbackLock();
-    try {
-      const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
-      await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+    await withPoolTaken(async ({ app, headers, release }) => {
       const started = performance.now();
       const health = await app.inject({ method: 'GET', url: '/api/admin/health', headers });
       const elapsed = performance.now() - started;
-      await lock.release();
-      await Promise.all(parked);
+      await release();
       // The database probe's own deadline is 2 s; the backlog's count waited for a connection as long as the lock lasted.
       expect(elapsed).toBeLessThan(4_000);
       expect([health.statusCode, health.json().data]).toMatchObject([503, { status: 'error', database: { status: 'down' }, email: { status: 'unknown', pendingOutbox: null } }]);
-    } finally {
-      await lock.release().catch(() => {});
-      await app.close();
-    }
+    });
   });
+});
 
 describe('a health check that misses its deadline', () => {
   it('is stored in app_logs once, however often it is asked for while the pool is taken', async () => {
-    const app: FastifyInstance = await buildTestApp({
-      DATABASE_URL: database.url,
-      DATABASE_POOL_MAX: '2',
-      DATABASE_ACQUIRE_TIMEOUT_MS: '400',
-      DATABASE_STATEMENT_TIMEOUT_MS: '20000',
-    });
-    const headers = await legacyAdmin();
-    const lock = await holdFeedbackLock();
     const failures = async () => (await sql<{ n: number }[]>`
       select count(*)::int as n from public.app_logs where message = 'health check: database unreachable'`)[0].n;
     const before = await failures();
-    try {
-      const parked = [1, 2].map(() => app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers }));
-      await waitFor(async () => (await waitingOnLocks()) >= 2, 10_000, 'two parked requests');
+    await withPoolTaken(async ({ app, release }) => {
       const checks = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: '/health' })));
       expect(checks.map((check) => check.statusCode)).toEqual(Array(20).fill(503));
-      await lock.release();
-      await Promise.all(parked);
-    } finally {
-      await lock.release().catch(() => {});
-      // Closing stores whatever is still pending.
-      await app.close();
-    }
+      await release();
+    });
     expect((await failures()) - before).toBe(1);
   });
 
