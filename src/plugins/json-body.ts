@@ -35,9 +35,13 @@ function tooDeep(body: unknown): string | undefined {
     if (value === null || typeof value !== 'object') continue;
     if (depth === MAX_BODY_DEPTH) return field;
     // Only objects and arrays go on the stack: a body is mostly strings and numbers.
-    for (const key of Object.keys(value)) {
-      const item = (value as Record<string, unknown>)[key];
-      if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, field: depth === 0 ? key : field });
+    // An array is walked by index: Object.keys would make a string of each one
+    // (1.3 s for the 3.6 million items of a 7 MB body).
+    const keys = Array.isArray(value) ? undefined : Object.keys(value);
+    const count = keys ? keys.length : (value as unknown[]).length;
+    for (let i = 0; i < count; i += 1) {
+      const item = keys ? (value as Record<string, unknown>)[keys[i]] : (value as unknown[])[i];
+      if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, field: depth === 0 ? (keys ? keys[i] : String(i)) : field });
     }
   }
   return undefined;
