@@ -204,6 +204,23 @@ describe('app foundation', () => {
     expect((await signIn('{"email":"\\ud83c\\udf89@example.com"}')).json()).toMatchObject({ error: 'Email and password are required' });
   });
 
+  it('a body nested too deep or holding too many values is refused from its text, before it is parsed: 7 MB on the feedback route', async () => {
+    const head = '{"comment":"Deep","extra":';
+    const deep = { success: false, error: 'Validation failed', statusCode: 400, details: { extra: ['Must be nested at most 32 levels deep'] } };
+    const many = { success: false, error: 'Validation failed', statusCode: 400, details: { body: ['Must hold at most 20000 values (the body, and each member and element in it)'] } };
+    const cases = [
+      ['closed brackets', `${head}${'['.repeat(3_500_000)}${']'.repeat(3_500_000)}}`, deep],
+      // Not JSON at all: it is refused for its depth all the same, which only a pass over the text can see.
+      ['unclosed brackets', `${head}${'['.repeat(7_000_000)}`, deep],
+      ['empty objects', `${head}[${'{},'.repeat(2_333_333)}{}]}`, many],
+    ] as const;
+    for (const [index, [label, payload, expected]] of cases.entries()) {
+      expect(payload.length).toBeGreaterThan(7_000_000);
+      const refused = await app.inject({ method: 'POST', url: '/api/feedback', headers: { 'content-type': 'application/json' }, payload, remoteAddress: `198.51.100.${71 + index}` });
+      expect([refused.statusCode, refused.json()], label).toEqual([400, expected]);
+    }
+  });
+
   it('returns the caller request id, or makes one', async () => {
     const given = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': 'abc-123.def' } });
     expect(given.headers['x-request-id']).toBe('abc-123.def');

@@ -194,6 +194,15 @@ describe('websites routes', () => {
     expect(response.json()).toMatchObject({ error: 'Validation failed', details: { [field]: [message] } });
   });
 
+  it("settings and metadata each as full as their 16 KiB allow pass the body's limit on values", async () => {
+    // 8,180 zeros are 16,367 bytes as JSON: over 16,000 values in the body, under its 20,000.
+    const full = { zeros: Array<number>(8_180).fill(0) };
+    expect(Buffer.byteLength(JSON.stringify(full))).toBeLessThanOrEqual(16 * 1024);
+    const response = await create({ name: 'Full', domain: 'full.example.test', settings: full, metadata: full });
+    expect(response.statusCode, response.body).toBe(201);
+    expect(response.json().data).toMatchObject({ settings: full, metadata: full });
+  });
+
   it('POST with a number JSON reads as Infinity (1e400) → 400, not stored as null', async () => {
     const response = await app.inject({
       method: 'POST',

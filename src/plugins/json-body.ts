@@ -5,11 +5,12 @@ import { AppError, validationFailed } from '../lib/errors.ts';
 
 // JSON bodies are parsed by Fastify's own parser (which refuses __proto__ and
 // constructor poisoning, answered here as a validation error naming the
-// field), an empty one counting as no body, then refused when
-// they nest deeper than any route needs (validating or serialising a value
-// thousands of levels deep exhausts the stack: a 500 from 10 KB of brackets),
-// or when any string in them holds what Postgres cannot store: a NUL
-// character (in neither text nor jsonb) or an unpaired surrogate (`\ud800`
+// field), an empty one counting as no body. Before parsing, the text is read
+// for a shape no route needs: nested deeper than 32 levels (validating or
+// serialising a value thousands of levels deep exhausts the stack: a 500 from
+// 10 KB of brackets) or more than 20,000 values (see refusedShape). After it,
+// bodies are refused when any string in them holds what Postgres cannot
+// store: a NUL character (in neither text nor jsonb) or an unpaired surrogate (`\ud800`
 // escaped in the JSON, which no UTF-8 text can hold; stored, it silently
 // became U+FFFD). One such value would otherwise fail a whole batched insert,
 // or be answered 201 and stored as something else.
@@ -21,30 +22,120 @@ import { AppError, validationFailed } from '../lib/errors.ts';
 const ESCAPED_NUL = /\\u0000/i;
 const ESCAPED_SURROGATE = /\\ud[89a-f]/i;
 const BLANK = /^\s*$/;
-/** Deepest nesting accepted in a body (the body itself is level 1). */
-const MAX_BODY_DEPTH = 32;
 const NUL_MESSAGE = 'Must not contain NUL (\\u0000) characters';
 const SURROGATE_MESSAGE = 'Must not contain unpaired surrogates (\\ud800-\\udfff)';
 
-/** The top-level field (or `body`) of the first branch nested deeper than MAX_BODY_DEPTH; undefined when none is. */
-function tooDeep(body: unknown): string | undefined {
-  // Iterative: the point is not to recurse thousands of levels.
-  const stack: { value: unknown; depth: number; field: string }[] = [{ value: body, depth: 0, field: 'body' }];
-  while (stack.length > 0) {
-    const { value, depth, field } = stack.pop()!;
-    if (value === null || typeof value !== 'object') continue;
-    if (depth === MAX_BODY_DEPTH) return field;
-    // Only objects and arrays go on the stack: a body is mostly strings and numbers.
-    // An array is walked by index: Object.keys would make a string of each one
-    // (1.3 s for the 3.6 million items of a 7 MB body).
-    const keys = Array.isArray(value) ? undefined : Object.keys(value);
-    const count = keys ? keys.length : (value as unknown[]).length;
-    for (let i = 0; i < count; i += 1) {
-      const item = keys ? (value as Record<string, unknown>)[keys[i]] : (value as unknown[])[i];
-      if (item !== null && typeof item === 'object') stack.push({ value: item, depth: depth + 1, field: depth === 0 ? (keys ? keys[i] : String(i)) : field });
+const SPACE = 0x20;
+const TAB = 0x09;
+const LINE_FEED = 0x0a;
+const CARRIAGE_RETURN = 0x0d;
+const QUOTE = 0x22; // "
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const OPEN_BRACKET = 0x5b; // [
+const OPEN_BRACE = 0x7b; // {
+const CLOSE_BRACKET = 0x5d;
+const CLOSE_BRACE = 0x7d;
+
+const STRUCTURAL = new Uint8Array(CLOSE_BRACE + 1);
+for (const code of [QUOTE, COLON, COMMA, OPEN_BRACKET, OPEN_BRACE, CLOSE_BRACKET, CLOSE_BRACE]) STRUCTURAL[code] = 1;
+
+/** Whether the quote at `at` is escaped: an odd run of backslashes before it. */
+function escapedQuote(text: string, at: number): boolean {
+  let backslashes = 0;
+  while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes += 1;
+  return backslashes % 2 === 1;
+}
+
+/** Limits on a body's shape, checked on its text before it is parsed. */
+export interface ShapeLimits {
+  /** Deepest nesting; the body itself is level 1. */
+  depth: number;
+  /** Most values: the body, and each member and element in it, at any depth. */
+  values: number;
+}
+
+const BODY_SHAPE_LIMITS: ShapeLimits = { depth: 32, values: 20_000 };
+
+/**
+ * Why a body's shape is refused, read from its text before it is parsed:
+ * nested deeper than `limits.depth` (the top-level field of the first branch
+ * that is, or `body`), or holding more than `limits.values` values (`body`).
+ * Undefined when neither, or when the text ends inside a string (the parser
+ * refuses that).
+ *
+ * Read from the text because the parser builds whatever it is given before
+ * anything can refuse it. A feedback body may be 7 MB (for its screenshot):
+ * 7 MB of nested brackets held the process about half a second to build 3.5
+ * million arrays before their 400, and 7 MB of empty objects or of distinct
+ * keys, a quarter to half a second, accepted. No route's own limits let a
+ * body hold twenty thousand values (16 KiB of `[0,0,…]`, the most a
+ * website's settings, its metadata or an analytics event may be, is about
+ * 8,000; a website takes both), so the limit only refuses bodies made to
+ * cost time. This pass jumps from
+ * quote to quote through strings, so a screenshot costs it well under a
+ * millisecond; it stops at the first limit passed.
+ */
+export function refusedShape(text: string, limits: ShapeLimits = BODY_SHAPE_LIMITS): { field: string; message: string } | undefined {
+  let depth = 0;
+  let values = 1; // the body itself
+  let opened = false; // the last character read opened an object or array
+  let topIsArray = false;
+  let index = 0; // of the top-level array's current item
+  let keyStart = -1; // the top-level object's current key, quotes included
+  let keyEnd = -1;
+  let stringStart = -1; // the last string read (a key, when a colon follows it)
+  let stringEnd = -1;
+  for (let at = 0; at < text.length; at += 1) {
+    const code = text.charCodeAt(at);
+    if (code === SPACE || code === TAB || code === LINE_FEED || code === CARRIAGE_RETURN) continue;
+    // An object or array holds one value more than it has commas, unless it is empty.
+    if (opened) {
+      opened = false;
+      if (code !== CLOSE_BRACKET && code !== CLOSE_BRACE && ++values > limits.values) return tooManyValues(limits);
+    }
+    // Digits and the letters of true, false and null: nothing to count.
+    if (code > CLOSE_BRACE || !STRUCTURAL[code]) continue;
+    if (code === QUOTE) {
+      let end = text.indexOf('"', at + 1);
+      while (end !== -1 && escapedQuote(text, end)) end = text.indexOf('"', end + 1);
+      if (end === -1) return undefined;
+      stringStart = at;
+      stringEnd = end;
+      at = end;
+    } else if (code === OPEN_BRACKET || code === OPEN_BRACE) {
+      depth += 1;
+      opened = true;
+      if (depth === 1) topIsArray = code === OPEN_BRACKET;
+      if (depth > limits.depth) {
+        return { field: topIsArray ? String(index) : keyName(text, keyStart, keyEnd), message: `Must be nested at most ${limits.depth} levels deep` };
+      }
+    } else if (code === CLOSE_BRACKET || code === CLOSE_BRACE) {
+      depth -= 1;
+    } else if (code === COMMA) {
+      if (++values > limits.values) return tooManyValues(limits);
+      if (depth === 1) index += 1;
+    } else if (depth === 1 && code === COLON) {
+      keyStart = stringStart;
+      keyEnd = stringEnd;
     }
   }
   return undefined;
+}
+
+function tooManyValues(limits: ShapeLimits) {
+  return { field: 'body', message: `Must hold at most ${limits.values} values (the body, and each member and element in it)` };
+}
+
+/** The key quoted at text[start..end]; `body` when there is none or it is not valid JSON. */
+function keyName(text: string, start: number, end: number): string {
+  if (start < 0) return 'body';
+  try {
+    return JSON.parse(text.slice(start, end + 1)) as string;
+  } catch {
+    return 'body';
+  }
 }
 
 /** What is wrong with one string, if anything. */
@@ -126,14 +217,14 @@ export function jsonBodyParser(app: FastifyInstance): BodyParser {
     // Clients send `Content-Type: application/json` on a POST without a body
     // (sign out, say): that is no body, not malformed JSON.
     if (BLANK.test(text)) return done(null, undefined);
+    const refused = refusedShape(text);
+    if (refused !== undefined) return done(validationFailed({ [refused.field]: [refused.message] }), undefined);
     parse(request, text, (error: Error | null, value?: unknown) => {
       if (error) {
         // Fastify's parser calls a poisoning key malformed JSON; the client is told which field holds it.
         const poisoned = poisonedField(text);
         return done(poisoned === undefined ? error : validationFailed({ [poisoned]: [POISON_MESSAGE] }), undefined);
       }
-      const deep = tooDeep(value);
-      if (deep !== undefined) return done(validationFailed({ [deep]: [`Must be nested at most ${MAX_BODY_DEPTH} levels deep`] }), undefined);
       // Either can only come from an escape in the text; most bodies have none.
       if (!ESCAPED_NUL.test(text) && !ESCAPED_SURROGATE.test(text)) return done(null, value);
       const found = unstorableFields(value);
