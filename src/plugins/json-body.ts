@@ -10,10 +10,10 @@ import { AppError, validationFailed } from '../lib/errors.ts';
 // serialising a value thousands of levels deep exhausts the stack: a 500 from
 // 10 KB of brackets) or more than 20,000 values (see refusedShape). After it,
 // bodies are refused when any string in them holds what Postgres cannot
-// store: a NUL character (in neither text nor jsonb) or an unpaired surrogate (`\ud800`
-// escaped in the JSON, which no UTF-8 text can hold; stored, it silently
-// became U+FFFD). One such value would otherwise fail a whole batched insert,
-// or be answered 201 and stored as something else.
+// store: a NUL character (in neither text nor jsonb) or an unpaired surrogate
+// (`\ud800` escaped in the JSON, which no UTF-8 text can hold; stored, it
+// silently became U+FFFD). One such value would otherwise fail a whole
+// batched insert, or be answered 201 and stored as something else.
 //
 // The bytes must be UTF-8, as JSON's RFC 8259 requires: a body in another
 // charset, or with bytes that are not UTF-8, was decoded with U+FFFD in place
@@ -73,9 +73,9 @@ const BODY_SHAPE_LIMITS: ShapeLimits = { depth: 32, values: 20_000 };
  * body hold twenty thousand values (16 KiB of `[0,0,…]`, the most a
  * website's settings, its metadata or an analytics event may be, is about
  * 8,000; a website takes both), so the limit only refuses bodies made to
- * cost time. This pass jumps from
- * quote to quote through strings, so a screenshot costs it well under a
- * millisecond; it stops at the first limit passed.
+ * cost time. This pass jumps from quote to quote through strings, so a
+ * screenshot costs it well under a millisecond; it stops at the first limit
+ * passed.
  */
 export function refusedShape(text: string, limits: ShapeLimits = BODY_SHAPE_LIMITS): { field: string; message: string } | undefined {
   let depth = 0;
@@ -124,6 +124,7 @@ export function refusedShape(text: string, limits: ShapeLimits = BODY_SHAPE_LIMI
   return undefined;
 }
 
+/** The refusal of a body holding more values than `limits.values`. */
 function tooManyValues(limits: ShapeLimits) {
   return { field: 'body', message: `Must hold at most ${limits.values} values (the body, and each member and element in it)` };
 }
