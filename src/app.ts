@@ -1,4 +1,5 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
+import type { Server } from 'node:http';
+import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
 import fp from 'fastify-plugin';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
@@ -70,12 +71,20 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     bodyLimit: config.BODY_LIMIT_BYTES,
     routerOptions: { ...PATH_MATCHING, querystringParser: parseQueryString },
     trustProxy: trustProxyOption(config.TRUST_PROXY),
+    // Given to Node's server as it is made as well: set only afterwards, as
+    // Fastify sets it, Node never cut a request off. Node looks for requests
+    // past their deadline every connectionsCheckingInterval (30 s by default).
+    requestTimeout: config.REQUEST_TIMEOUT_MS,
+    http: {
+      requestTimeout: config.REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.REQUEST_TIMEOUT_MS / 4))),
+    },
     return503OnClosing: true,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
     // path parameters) get the same envelope and headers as every other error.
     frameworkErrors: frameworkErrorHandler(headersBeforeRouting(config)),
     clientErrorHandler,
-  } satisfies FastifyServerOptions;
+  } satisfies FastifyHttpOptions<Server>;
 }
 
 /**

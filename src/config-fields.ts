@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 import { z } from 'zod';
 
 // The kinds of setting config.ts is made of: optional strings, numbers,
@@ -17,6 +17,17 @@ function wholeNumber(min: number, max: number, must: string) {
 }
 
 export const positiveInt = (fallback: number) => wholeNumber(1, Number.MAX_SAFE_INTEGER, 'must be a positive whole number').default(fallback);
+
+/** The longest delay Node's timers (and PostgreSQL's timeouts) take: 2^31 − 1 ms, about 24.8 days. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * A duration in milliseconds. Capped at MAX_TIMER_MS: Node fires a longer
+ * timer after 1 ms, so a large value meant as "no limit" made the shutdown
+ * exit at once and every database wait give up at once.
+ */
+export const milliseconds = (fallback: number) =>
+  wholeNumber(1, MAX_TIMER_MS, `must be a whole number of milliseconds from 1 to ${MAX_TIMER_MS}`).default(fallback);
 
 export const intBetween = (min: number, max: number, fallback: number) =>
   wholeNumber(min, max, `must be a whole number from ${min} to ${max}`).default(fallback);
@@ -136,6 +147,33 @@ function isProxyAddress(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128);
 }
 
+/** The IPv4-mapped block (::ffff:a.b.c.d): an IPv6 range that overlaps it trusts IPv4 clients too. */
+const IPV4_MAPPED = new BlockList();
+IPV4_MAPPED.addSubnet('::ffff:0:0', 96, 'ipv6');
+
+/**
+ * A range wider than any proxy fleet: more than a /8 of IPv4 (10.0.0.0/8 is
+ * the widest private one), more than a /7 of IPv6 (fc00::/7, unique local),
+ * or more than a /8 of IPv4 written as IPv4-mapped IPv6. Trusting one makes
+ * the left-most X-Forwarded-For entry, which the client writes, its address,
+ * as `true` would (0.0.0.0/1,128.0.0.0/1 did); 0.0.0.0/0 made the app fail to
+ * build with a stack trace instead of this line.
+ */
+function isTooBroad(entry: string): boolean {
+  const [address, prefixText] = entry.split('/');
+  if (prefixText === undefined || NAMED_RANGES.has(entry)) return false;
+  const prefix = Number(prefixText);
+  if (isIP(address) === 4) return prefix < 8;
+  if (prefix < 7) return true;
+  const range = new BlockList();
+  range.addSubnet(address, prefix, 'ipv6');
+  const overlapsMapped = range.check('::ffff:0:0', 'ipv6') || IPV4_MAPPED.check(address, 'ipv6');
+  return overlapsMapped && prefix < 96 + 8;
+}
+
+/** The most proxies a hop count may name: more trusts entries a client writes itself, for any real chain. */
+const MAX_PROXY_HOPS = 5;
+
 /** TRUST_PROXY: false, a hop count, or the proxies' addresses / CIDR ranges; never `true`. */
 export const trustProxySetting = z
   .string()
@@ -143,16 +181,23 @@ export const trustProxySetting = z
   .transform((value, context) => {
     const trimmed = value.trim();
     if (trimmed === '' || trimmed === 'false' || trimmed === '0') return false as const;
-    if (/^\d+$/.test(trimmed)) return Number(trimmed);
+    if (/^\d+$/.test(trimmed)) {
+      if (Number(trimmed) <= MAX_PROXY_HOPS) return Number(trimmed);
+      context.addIssue({ code: 'custom', message: `a hop count must be at most ${MAX_PROXY_HOPS}: a larger one trusts X-Forwarded-For entries the client writes` });
+      return z.NEVER;
+    }
     const entries = trimmed.split(',').map((entry) => entry.trim()).filter(Boolean);
     const bad = entries.filter((entry) => !isProxyAddress(entry));
-    if (trimmed === 'true' || bad.length > 0 || entries.length === 0) {
+    const broad = entries.filter((entry) => !bad.includes(entry) && isTooBroad(entry));
+    if (trimmed === 'true' || bad.length > 0 || broad.length > 0 || entries.length === 0) {
       context.addIssue({
         code: 'custom',
         message:
           trimmed === 'true'
             ? 'true would trust every X-Forwarded-For entry; give the number of proxies (e.g. 1) or their addresses / CIDR ranges'
-            : `not a hop count or proxy addresses: ${bad.join(', ')}`,
+            : bad.length > 0 || entries.length === 0
+              ? `not a hop count or proxy addresses: ${bad.join(', ')}`
+              : `too broad for proxies (at most a /8 of IPv4, a /7 of IPv6): ${broad.join(', ')}`,
       });
       return z.NEVER;
     }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { choice, emailList, intBetween, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalString, optionalUrl, port, positiveInt, postgresUrl, trustProxySetting, url } from './config-fields.ts';
+import { choice, emailList, intBetween, MAX_TIMER_MS, milliseconds, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalString, optionalUrl, port, positiveInt, postgresUrl, trustProxySetting, url } from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Only server.ts
@@ -37,17 +37,17 @@ export const SettingsSchema = z.object({
   DATABASE_POOL_MAX: positiveInt(10),
   // Past either deadline the caller gets 503 instead of waiting behind a slow
   // query or a held lock (plugins/db.ts).
-  DATABASE_STATEMENT_TIMEOUT_MS: positiveInt(5_000),
-  DATABASE_ACQUIRE_TIMEOUT_MS: positiveInt(5_000),
+  DATABASE_STATEMENT_TIMEOUT_MS: milliseconds(5_000),
+  DATABASE_ACQUIRE_TIMEOUT_MS: milliseconds(5_000),
   // A pooled connection idle this long is closed. A new one costs a connection
   // and each statement's and trigger's first run on it (tens of ms), which a
   // quiet site paid on most requests when this was 30 s and no outbox worker
   // kept a connection open (docs/performance.md, "After a quiet spell").
-  DATABASE_IDLE_TIMEOUT_S: positiveInt(600),
+  DATABASE_IDLE_TIMEOUT_S: intBetween(1, Math.floor(MAX_TIMER_MS / 1000), 600),
   // A streamed CSV export holds a connection while it waits for its client to
   // read; one that has not taken a write within this long is cut off, so a
   // paused download cannot keep a connection from the pool (lib/csv.ts).
-  EXPORT_STALL_MS: positiveInt(30_000),
+  EXPORT_STALL_MS: milliseconds(30_000),
 
   SUPABASE_URL: optionalUrl('https://<ref>.supabase.co'),
   SUPABASE_ANON_KEY: optionalString,
@@ -64,7 +64,7 @@ export const SettingsSchema = z.object({
   LEGACY_ADMIN_TOKEN: optionalString.pipe(choice(['on', 'off']).default('on')),
   // /docs (the OpenAPI document and its explorer): public by default, for the front end's developers.
   API_DOCS: optionalString.pipe(choice(['on', 'off']).default('on')),
-  AUTH_TIMEOUT_MS: positiveInt(10_000),
+  AUTH_TIMEOUT_MS: milliseconds(10_000),
   AUTH_LINK_PROVIDERS: z
     .string()
     .default('keycloak')
@@ -73,7 +73,7 @@ export const SettingsSchema = z.object({
   REDIS_URL: optionalRedisUrl,
   RATE_LIMIT_REDIS_PREFIX: z.string().min(1).default('portfolio-rate-limit:'),
   // Longest wait for Redis on one command; past it the request is counted in the process.
-  REDIS_COMMAND_TIMEOUT_MS: positiveInt(250),
+  REDIS_COMMAND_TIMEOUT_MS: milliseconds(250),
   RATE_LIMIT_AUTH_PER_MIN: positiveInt(10),
   RATE_LIMIT_RESET_PER_MIN: positiveInt(5),
   // SPEC section 8's "authentication (summary)": the auth routes other than
@@ -92,7 +92,7 @@ export const SettingsSchema = z.object({
   LOG_RETENTION_DAYS: positiveInt(30),
   // How often an open /admin/status stream checks that its admin is still
   // signed in and still an admin (a stream otherwise outlives both).
-  ADMIN_STREAM_RECHECK_MS: positiveInt(30_000),
+  ADMIN_STREAM_RECHECK_MS: milliseconds(30_000),
 
   // Feedback (docs/feedback.md): bot check on submission, the notification
   // e-mail (Resend when a key is set, else SMTP) and its outbox worker.
@@ -114,19 +114,19 @@ export const SettingsSchema = z.object({
   FEEDBACK_OUTBOX_WORKER: optionalString
     .pipe(choice(['true', 'false']).optional())
     .transform((value) => (value === undefined ? undefined : value === 'true')),
-  FEEDBACK_OUTBOX_POLL_MS: positiveInt(5_000),
-  FEEDBACK_OUTBOX_RETRY_BASE_MS: positiveInt(30_000),
-  FEEDBACK_OUTBOX_RETRY_MAX_MS: positiveInt(3_600_000),
+  FEEDBACK_OUTBOX_POLL_MS: milliseconds(5_000),
+  FEEDBACK_OUTBOX_RETRY_BASE_MS: milliseconds(30_000),
+  FEEDBACK_OUTBOX_RETRY_MAX_MS: milliseconds(3_600_000),
   FEEDBACK_OUTBOX_MAX_ATTEMPTS: positiveInt(20),
 
   // Analytics (docs/analytics.md): the secret the daily visitor-hash salt is
   // derived from (required in production), and the ingestion group commit.
   ANALYTICS_SALT_SECRET: optionalSecret(32),
   ANALYTICS_BATCH_MAX_ROWS: positiveInt(500),
-  ANALYTICS_BATCH_MAX_WAIT_MS: positiveInt(5),
+  ANALYTICS_BATCH_MAX_WAIT_MS: milliseconds(5),
   ANALYTICS_BATCH_MAX_IN_FLIGHT: positiveInt(2),
   ANALYTICS_QUEUE_MAX: positiveInt(20_000),
-  ANALYTICS_QUEUE_MAX_WAIT_MS: positiveInt(2_000),
+  ANALYTICS_QUEUE_MAX_WAIT_MS: milliseconds(2_000),
   // A MaxMind-format country database to use instead of the DB-IP Lite file the npm package ships.
   ANALYTICS_COUNTRY_DB: optionalString,
   // Raw events older than this many months are deleted (rollups keep the figures), in batches of this many rows.
@@ -137,7 +137,13 @@ export const SettingsSchema = z.object({
   WEBSITE_DELETE_BATCH: intBetween(100, 100_000, 5_000),
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
-  SHUTDOWN_TIMEOUT_MS: positiveInt(10_000),
+  // The whole request, headers and body, must arrive within this long; then
+  // 408 and the connection is closed. Fastify switched Node's own limit off,
+  // so a client sending a body a byte at a time held its connection, and the
+  // body read so far, for as long as it liked. Two minutes carries a 7 MB
+  // screenshot at 500 kbit/s.
+  REQUEST_TIMEOUT_MS: milliseconds(120_000),
+  SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
 });
 
 export type Settings = z.output<typeof SettingsSchema>;

@@ -30,10 +30,36 @@ describe('configuration messages', () => {
     for (const value of ['many', '0', '2.5']) {
       expect(refusal({ DATABASE_POOL_MAX: value })).toBe('Invalid configuration: DATABASE_POOL_MAX is invalid (must be a positive whole number)');
     }
-    expect(refusal({ SHUTDOWN_TIMEOUT_MS: '-1', AUTH_TIMEOUT_MS: '10s' })).toBe(
-      'Invalid configuration: AUTH_TIMEOUT_MS is invalid (must be a positive whole number); SHUTDOWN_TIMEOUT_MS is invalid (must be a positive whole number)',
-    );
     expect(says(positiveInt(5), '7')).toEqual([]);
+  });
+
+  it('a duration in milliseconds: at most what a timer takes, since Node fires a longer one after 1 ms', () => {
+    const must = 'must be a whole number of milliseconds from 1 to 2147483647';
+    expect(refusal({ SHUTDOWN_TIMEOUT_MS: '-1', AUTH_TIMEOUT_MS: '10s' })).toBe(
+      `Invalid configuration: AUTH_TIMEOUT_MS is invalid (${must}); SHUTDOWN_TIMEOUT_MS is invalid (${must})`,
+    );
+    // "No limit" written as a large number was a limit of 1 ms.
+    expect(refusal({ DATABASE_ACQUIRE_TIMEOUT_MS: '3000000000' })).toBe(`Invalid configuration: DATABASE_ACQUIRE_TIMEOUT_MS is invalid (${must})`);
+    expect(parseConfig({ ...DEVELOPMENT, REQUEST_TIMEOUT_MS: '2147483647' }).REQUEST_TIMEOUT_MS).toBe(2_147_483_647);
+    expect(refusal({ DATABASE_IDLE_TIMEOUT_S: '2147484' })).toBe('Invalid configuration: DATABASE_IDLE_TIMEOUT_S is invalid (must be a whole number from 1 to 2147483)');
+  });
+
+  it('TRUST_PROXY: a range or hop count that would trust what the client writes is refused, in one line', () => {
+    const broad = (entries: string) => `Invalid configuration: TRUST_PROXY is invalid (too broad for proxies (at most a /8 of IPv4, a /7 of IPv6): ${entries})`;
+    // Together these two cover every IPv4 address; 0.0.0.0/0 made the app fail to build with a stack trace.
+    expect(refusal({ TRUST_PROXY: '0.0.0.0/1,128.0.0.0/1' })).toBe(broad('0.0.0.0/1, 128.0.0.0/1'));
+    expect(refusal({ TRUST_PROXY: '10.0.0.1, 0.0.0.0/0' })).toBe(broad('0.0.0.0/0'));
+    // An IPv6 range holding IPv4-mapped addresses trusts IPv4 clients too.
+    expect(refusal({ TRUST_PROXY: '::/0' })).toBe(broad('::/0'));
+    expect(refusal({ TRUST_PROXY: '::/8' })).toBe(broad('::/8'));
+    expect(refusal({ TRUST_PROXY: '::ffff:0:0/96' })).toBe(broad('::ffff:0:0/96'));
+    expect(refusal({ TRUST_PROXY: '99' })).toBe(
+      'Invalid configuration: TRUST_PROXY is invalid (a hop count must be at most 5: a larger one trusts X-Forwarded-For entries the client writes)',
+    );
+    // The widest private ranges, named ranges and a hop count of a real chain are proxies.
+    for (const value of ['10.0.0.0/8', 'fc00::/7', '::ffff:10.0.0.0/104', '172.16.0.0/12, 192.168.0.0/16, loopback', '5']) {
+      expect(() => parseConfig({ ...DEVELOPMENT, TRUST_PROXY: value }), value).not.toThrow();
+    }
   });
 
   it('a port, a bounded number, a choice, a URL, a secret: each says what it must be', () => {

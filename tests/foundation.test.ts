@@ -438,6 +438,49 @@ describe("requests Node's HTTP parser refuses", () => {
   });
 });
 
+describe('a request that does not finish arriving', () => {
+  let app: FastifyInstance;
+  let port: number;
+  beforeAll(async () => {
+    app = await buildTestApp({ REQUEST_TIMEOUT_MS: '1000' });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    port = (app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => app.close());
+
+  /** Sends `head`, then a byte every 200 ms, and reads whatever comes back until the server closes the connection (10 s at most). */
+  async function trickle(head: string): Promise<{ text: string; closedAfterMs: number }> {
+    const socket = connect(port, '127.0.0.1');
+    let text = '';
+    socket.on('data', (chunk) => (text += chunk));
+    const started = Date.now();
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()).on('error', () => {}));
+    socket.write(head);
+    const drip = setInterval(() => socket.writable && socket.write('a'), 200);
+    const giveUp = setTimeout(() => socket.destroy(), 10_000);
+    await closed;
+    clearInterval(drip);
+    clearTimeout(giveUp);
+    return { text, closedAfterMs: Date.now() - started };
+  }
+
+  it('a body sent a byte at a time is cut off at REQUEST_TIMEOUT_MS with 408 in the envelope', async () => {
+    const { text, closedAfterMs } = await trickle('POST /api/auth/signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{');
+    const [head, body] = text.split('\r\n\r\n');
+    expect(head.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+    expect(JSON.parse(body)).toEqual({ success: false, error: 'Request timeout', statusCode: 408 });
+    // The deadline, then Node's check (every 250 ms here), not the test's 10 s.
+    expect(closedAfterMs).toBeLessThan(5_000);
+  });
+
+  it('the rest of a refused body, still arriving, is read only until the deadline; the refusal is the only answer', async () => {
+    const { text, closedAfterMs } = await trickle('POST /api/auth/signin HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2000000\r\n\r\n');
+    expect(text.match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    expect(text.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+    expect(closedAfterMs).toBeLessThan(5_000);
+  });
+});
+
 describe('health with the database unreachable', () => {
   it('answers 503 with status error', async () => {
     // Nothing listens on port 1: every connection is refused.

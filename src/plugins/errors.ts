@@ -58,6 +58,9 @@ function describe(error: FastifyError | AppError | Error): { statusCode: number;
   return { statusCode: 500, message: 'Internal server error' };
 }
 
+/** Sockets whose request was answered while its body was still arriving. */
+const answeredMidBody = new WeakSet<Duplex>();
+
 /** How much more of a refused body is read and dropped so that its sender reads the answer. */
 export const REFUSED_BODY_DRAIN_BYTES = 64 * 1024 * 1024;
 
@@ -74,6 +77,10 @@ export const REFUSED_BODY_DRAIN_BYTES = 64 * 1024 * 1024;
 function dropRestOfBody(request: FastifyRequest, reply: FastifyReply) {
   const raw = request.raw;
   if (Number(raw.headers['content-length']) > REFUSED_BODY_DRAIN_BYTES) return;
+  // The drain ends, at the latest, at the request deadline (REQUEST_TIMEOUT_MS),
+  // where clientErrorHandler finds the socket here and only closes it.
+  answeredMidBody.add(raw.socket);
+  raw.once('end', () => answeredMidBody.delete(raw.socket));
   reply.removeHeader('connection');
   let dropped = 0;
   raw.on('data', (chunk: Buffer) => {
@@ -136,7 +143,11 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   // No route saw it, so the refusal count (plugins/refusal-log.ts) does not either: an oversized cookie
   // that locks a user out shows here. Not stored: a flood of these must not fill app_logs.
   this.log.warn({ statusCode, code: error.code, remoteAddress: (socket as { remoteAddress?: string }).remoteAddress, persist: false }, 'request refused by the HTTP parser');
-  if (socket.writable) {
+  // A request already answered, or being answered (the rest of a refused body still
+  // arriving at the request deadline), is only cut: its client would read our bytes
+  // as the answer to its next request, or inside this one.
+  const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent && !answeredMidBody.has(socket)) {
     const body = JSON.stringify({ success: false, error: message, statusCode });
     socket.write(
       `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
