@@ -145,6 +145,49 @@ describe('applied migrations are checked against their files before anything is 
   });
 });
 
+describe('a database whose auth server already has accounts', () => {
+  it('each account gets the profile a new one gets; a soft-deleted one gets none', async () => {
+    const db = await scratch({ migrated: false });
+    // The auth server's later tables have deleted_at; the platform bootstrap's first generation does not.
+    await db.sql`alter table auth.users add column deleted_at timestamptz`;
+    const [named, plain, deleted] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+    const signedIn = new Date('2026-10-01T08:00:00Z');
+    await db.sql`
+      insert into auth.users (id, email, raw_user_meta_data, created_at, last_sign_in_at, deleted_at) values
+        (${named}, 'ada@example.test', '{"name": "  Ada Lovelace  "}', '2026-01-02T03:04:05Z', ${signedIn}, null),
+        (${plain}, 'grace@example.test', '{}', '2026-02-03T04:05:06Z', null, null),
+        (${deleted}, 'gone@example.test', '{"name": "Gone"}', '2026-03-04T05:06:07Z', null, now())`;
+    await db.migrate();
+    const profiles = await db.sql`select id, email, name, created_at, last_login from public.profiles order by email`;
+    expect(profiles).toEqual([
+      { id: named, email: 'ada@example.test', name: 'Ada Lovelace', created_at: new Date('2026-01-02T03:04:05Z'), last_login: signedIn },
+      { id: plain, email: 'grace@example.test', name: 'grace', created_at: new Date('2026-02-03T04:05:06Z'), last_login: null },
+    ]);
+  });
+});
+
+describe('profile names stored before the rule', () => {
+  it('are mended (trimmed, cut to 100 characters, else user) so that later updates of their rows still pass the check', async () => {
+    const db = await scratch({ migrated: false });
+    const rule = db.files.find((file) => file.includes('_profile_names_obey_the_rule'))!;
+    await rename(path.join(db.directory, rule), path.join(db.directory, `${rule}.later`));
+    await db.migrate();
+    const names = [' Padded ', 'x'.repeat(150), '\t \n', 'Fine Name'];
+    const ids = names.map(() => crypto.randomUUID());
+    for (const [index, id] of ids.entries()) {
+      await db.sql`insert into auth.users (id, email, raw_user_meta_data) values (${id}, ${`n${index}@example.test`}, '{}')`;
+      await db.sql`update public.profiles set name = ${names[index]} where id = ${id}`;
+    }
+    await rename(path.join(db.directory, `${rule}.later`), path.join(db.directory, rule));
+    await db.migrate();
+    const rows = await db.sql`select id, name from public.profiles`;
+    const nameOf = (id: string) => rows.find((row) => row.id === id)?.name;
+    expect(ids.map(nameOf)).toEqual(['Padded', 'x'.repeat(100), 'user', 'Fine Name']);
+    // A sign-in updates each row; none is refused now.
+    expect((await db.sql`update public.profiles set last_login = now()`).count).toBe(4);
+  });
+});
+
 describe('runs at the same time', () => {
   it('two runs started together on a fresh database both succeed and apply every migration once', async () => {
     const db = await scratch({ migrated: false });

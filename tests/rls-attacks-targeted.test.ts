@@ -126,6 +126,19 @@ describe('targeted attacks under a user\'s claims', () => {
     expect(profile).toEqual({ name: 'Victim Name', email: victim.email });
   });
 
+  it("a user's own name, set through SQL, obeys the API's rule: trimmed, 2 to 100 characters", async () => {
+    const user = await userWith();
+    for (const name of ['x'.repeat(200_000), 'x'.repeat(101), '\t \n', ' padded ', 'x']) {
+      await expect(as(user, (tx) => tx`update public.profiles set name = ${name} where id = ${user.id}`), JSON.stringify(name.slice(0, 10))).rejects.toMatchObject({
+        code: '23514',
+        constraint_name: 'profiles_name_obeys_the_rule',
+      });
+    }
+    // The control: a name the API would take.
+    expect((await as(user, (tx) => tx`update public.profiles set name = ${'Ada Lovelace'} where id = ${user.id}`)).count).toBe(1);
+    expect((await as(user, (tx) => tx`update public.profiles set name = ${'é'.repeat(100)} where id = ${user.id}`)).count).toBe(1);
+  });
+
   it('only an admin deletes a website; an editor may change it but not delete it', async () => {
     const websiteId = await createWebsite(sql, 'Delete me not');
     for (const role of NON_ADMINS) {
