@@ -79,7 +79,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
       requestTimeout: config.REQUEST_TIMEOUT_MS,
       connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(config.REQUEST_TIMEOUT_MS / 4))),
     },
-    return503OnClosing: true,
+    // plugins/graceful.ts answers requests that arrive while closing, in the envelope.
+    return503OnClosing: false,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
     // path parameters) get the same envelope and headers as every other error.
     frameworkErrors: frameworkErrorHandler(headersBeforeRouting(config)),

@@ -481,6 +481,43 @@ describe('a request that does not finish arriving', () => {
   });
 });
 
+describe('a request arriving on an open connection while the server closes', () => {
+  it('is answered 503 in the envelope, with its request id and CORS headers, and the connection closed', async () => {
+    let finishSlow = () => {};
+    const slowStarted = Promise.withResolvers<void>();
+    const app = await buildTestApp({ CORS_ORIGIN: FRONTEND }, async (instance) => {
+      instance.get('/test/slow', async () => {
+        slowStarted.resolve();
+        await new Promise<void>((resolve) => (finishSlow = resolve));
+        return { finished: true };
+      });
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as AddressInfo;
+    // A request in flight keeps the server closing; the second connection is open before close begins.
+    const slow = fetch(`http://127.0.0.1:${port}/test/slow`);
+    await slowStarted.promise;
+    const late = connect(port, '127.0.0.1');
+    await new Promise((resolve) => late.once('connect', resolve));
+    let text = '';
+    late.on('data', (chunk) => (text += chunk));
+    const lateClosed = new Promise((resolve) => late.on('close', resolve).on('error', () => {}));
+    const closed = app.close();
+    // preClose has run once the server stops listening.
+    while (app.server.listening) await new Promise((resolve) => setTimeout(resolve, 10));
+    late.write(`GET /health HTTP/1.1\r\nHost: x\r\nOrigin: ${FRONTEND}\r\nX-Request-Id: late-1\r\n\r\n`);
+    await lateClosed;
+    finishSlow();
+    expect(await (await slow).json()).toEqual({ finished: true });
+    await closed;
+    const [head, body] = text.split('\r\n\r\n');
+    const headers = head.toLowerCase().split('\r\n');
+    expect(headers[0]).toBe('http/1.1 503 service unavailable');
+    expect(headers).toEqual(expect.arrayContaining(['x-request-id: late-1', `access-control-allow-origin: ${FRONTEND}`, 'connection: close']));
+    expect(JSON.parse(body)).toEqual({ success: false, error: 'Server is shutting down', statusCode: 503, requestId: 'late-1' });
+  });
+});
+
 describe('health with the database unreachable', () => {
   it('answers 503 with status error', async () => {
     // Nothing listens on port 1: every connection is refused.

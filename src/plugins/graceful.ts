@@ -1,5 +1,6 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { serviceUnavailable } from '../lib/errors.ts';
 
 // While the server closes, answers to requests already in flight carry
 // `Connection: close`, so their keep-alive sockets end with them instead of
@@ -10,6 +11,12 @@ import fp from 'fastify-plugin';
 // onClose steps only run, once it has ended. So streamed replies are kept
 // here, and the process (server.ts) cuts those still running when their share
 // of the deadline is spent (lib/shutdown-budget.ts).
+//
+// A request that arrives on an open keep-alive connection once closing has
+// begun is answered 503 here, as every error is (the envelope, a request id,
+// CORS and security headers). Fastify's own answer (return503OnClosing) came
+// before any hook: a bare `{"error":"Service Unavailable","message":…}`
+// without them, which a front end read as a CORS failure.
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -26,6 +33,18 @@ export default fp(
     const streamed = new Set<FastifyReply>();
     app.addHook('preClose', async () => {
       closing = true;
+    });
+    // Noted as the request arrives (a request already in flight is finished), and
+    // refused in preParsing: after every onRequest hook, so the answer has the
+    // request's id and its CORS headers.
+    const arrivedWhileClosing = new WeakSet<FastifyRequest>();
+    app.addHook('onRequest', function noteArrivalWhileClosing(request, _reply, done) {
+      if (closing) arrivedWhileClosing.add(request);
+      done();
+    });
+    app.addHook('preParsing', function refuseArrivalWhileClosing(request, _reply, payload, done) {
+      if (closing && arrivedWhileClosing.has(request)) return done(serviceUnavailable('Server is shutting down'), payload);
+      done(null, payload);
     });
     // A callback hook: it runs on every answer, and an async onSend costs a promise each time.
     app.addHook('onSend', function closeWhenClosing(_request, reply, payload, done) {
