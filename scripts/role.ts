@@ -19,9 +19,18 @@ if ((action !== 'grant' && action !== 'revoke') || !email || !role || !ROLES.inc
 const url = ownerDatabaseUrl();
 const sql = connectPostgres(url, { max: 1, onnotice: () => {} });
 try {
-  const [profile] = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email})`;
+  const profiles = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email}) order by created_at`;
+  const [profile] = profiles;
   if (!profile) {
     console.error(`No user with e-mail ${email} in ${new URL(url).pathname.slice(1)}.`);
+    process.exitCode = 1;
+  } else if (profiles.length > 1) {
+    // Accounts made through single sign-on may share an address with another;
+    // the role must not land on whichever the database returned first.
+    console.error(
+      `${profiles.length} accounts have e-mail ${email} (${profiles.map((row) => row.id).join(', ')}); ` +
+        'none changed: give the role to the one meant through the API (POST /api/userRoles/:userId).',
+    );
     process.exitCode = 1;
   } else {
     if (action === 'grant') {

@@ -36,6 +36,18 @@ describe('npm run grant-role and revoke-role', () => {
     expect(await rolesOf(user.id)).toEqual(['viewer']);
   });
 
+  it('an e-mail that two accounts share (single sign-on) changes neither, and names both', async () => {
+    const first = await createAuthUser(sql(), { name: 'First Holder' });
+    const second = await createAuthUser(sql(), { name: 'Second Holder' });
+    await sql()`update public.profiles set email = ${first.email} where id = ${second.id}`;
+    const refused = await roleCommand('grant', first.email, 'editor');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim()).toBe(
+      `2 accounts have e-mail ${first.email} (${first.id}, ${second.id}); none changed: give the role to the one meant through the API (POST /api/userRoles/:userId).`,
+    );
+    expect([await rolesOf(first.id), await rolesOf(second.id)]).toEqual([[], []]);
+  });
+
   it('revokes the role it names and keeps the others; the last admin keeps admin, in one line', async () => {
     const user = await createAuthUser(sql(), { name: 'Wrong Account' });
     await grantRole(sql(), user.id, 'viewer');
