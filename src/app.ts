@@ -105,9 +105,10 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink, onFat
   await fastify.register(errorsPlugin);
   await fastify.register(requestLogPlugin);
   await fastify.register(metricsPlugin, { config });
-  await fastify.register(gracefulPlugin);
   await fastify.register(jsonBodyPlugin);
   await fastify.register(securityPlugin, { config });
+  // After security: its 503 for a request arriving while closing carries the CORS headers.
+  await fastify.register(gracefulPlugin);
   await fastify.register(dbPlugin, { config, onFatal });
   await fastify.register(appLogsPlugin, { config, sink: logSink });
   await fastify.register(refusalLogPlugin);

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { serviceUnavailable } from '../lib/errors.ts';
 
@@ -34,17 +34,12 @@ export default fp(
     app.addHook('preClose', async () => {
       closing = true;
     });
-    // Noted as the request arrives (a request already in flight is finished), and
-    // refused in preParsing: after every onRequest hook, so the answer has the
-    // request's id and its CORS headers.
-    const arrivedWhileClosing = new WeakSet<FastifyRequest>();
-    app.addHook('onRequest', function noteArrivalWhileClosing(request, _reply, done) {
-      if (closing) arrivedWhileClosing.add(request);
+    // A callback hook, as every hook that runs on each request. app.ts registers
+    // this plugin after the security plugin, so the answer has the request's id
+    // and its CORS headers.
+    app.addHook('onRequest', function refuseArrivalWhileClosing(_request, _reply, done) {
+      if (closing) return done(serviceUnavailable('Server is shutting down'));
       done();
-    });
-    app.addHook('preParsing', function refuseArrivalWhileClosing(request, _reply, payload, done) {
-      if (closing && arrivedWhileClosing.has(request)) return done(serviceUnavailable('Server is shutting down'), payload);
-      done(null, payload);
     });
     // A callback hook: it runs on every answer, and an async onSend costs a promise each time.
     app.addHook('onSend', function closeWhenClosing(_request, reply, payload, done) {
