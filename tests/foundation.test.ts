@@ -1,4 +1,4 @@
-import { type AddressInfo, connect } from 'node:net';
+import { type AddressInfo, connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify, { type FastifyInstance } from 'fastify';
 import errorsPlugin, { PATH_MATCHING } from '../src/plugins/errors.ts';
@@ -404,11 +404,18 @@ describe('app foundation', () => {
   });
 });
 
-describe("requests Node's HTTP parser refuses", () => {
+/** Everything the server writes on `socket` until the connection closes. */
+function readUntilClosed(socket: Socket): Promise<string> {
+  let text = '';
+  socket.on('data', (chunk) => (text += chunk));
+  return new Promise((resolve) => socket.on('close', () => resolve(text)).on('error', () => {}));
+}
+
+describe("requests Node's HTTP parser refuses, or that do not finish arriving", () => {
   let app: FastifyInstance;
   let port: number;
   beforeAll(async () => {
-    app = await buildTestApp();
+    app = await buildTestApp({ REQUEST_TIMEOUT_MS: '1000' });
     await app.listen({ host: '127.0.0.1', port: 0 });
     port = (app.server.address() as AddressInfo).port;
   });
@@ -417,13 +424,10 @@ describe("requests Node's HTTP parser refuses", () => {
   /** Sends raw bytes and reads the whole answer: the server closes the connection after such an error. */
   async function rawAnswer(request: string): Promise<{ status: number; body: unknown }> {
     const socket = connect(port, '127.0.0.1');
-    let text = '';
-    socket.on('data', (chunk) => (text += chunk));
     // The server resets a connection it stops reading mid-request; what it wrote first has arrived.
-    const closed = new Promise((resolve) => socket.on('close', resolve).on('error', () => {}));
+    const answer = readUntilClosed(socket);
     socket.end(request);
-    await closed;
-    const [head, body] = text.split('\r\n\r\n');
+    const [head, body] = (await answer).split('\r\n\r\n');
     return { status: Number(head.split(' ')[1]), body: JSON.parse(body) };
   }
 
@@ -436,29 +440,16 @@ describe("requests Node's HTTP parser refuses", () => {
     // And the server still serves.
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
   });
-});
-
-describe('a request that does not finish arriving', () => {
-  let app: FastifyInstance;
-  let port: number;
-  beforeAll(async () => {
-    app = await buildTestApp({ REQUEST_TIMEOUT_MS: '1000' });
-    await app.listen({ host: '127.0.0.1', port: 0 });
-    port = (app.server.address() as AddressInfo).port;
-  });
-  afterAll(async () => app.close());
 
   /** Sends `head`, then a byte every 200 ms, and reads whatever comes back until the server closes the connection (10 s at most). */
   async function trickle(head: string): Promise<{ text: string; closedAfterMs: number }> {
     const socket = connect(port, '127.0.0.1');
-    let text = '';
-    socket.on('data', (chunk) => (text += chunk));
     const started = Date.now();
-    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()).on('error', () => {}));
+    const answer = readUntilClosed(socket);
     socket.write(head);
     const drip = setInterval(() => socket.writable && socket.write('a'), 200);
     const giveUp = setTimeout(() => socket.destroy(), 10_000);
-    await closed;
+    const text = await answer;
     clearInterval(drip);
     clearTimeout(giveUp);
     return { text, closedAfterMs: Date.now() - started };
@@ -499,14 +490,12 @@ describe('a request arriving on an open connection while the server closes', () 
     await slowStarted.promise;
     const late = connect(port, '127.0.0.1');
     await new Promise((resolve) => late.once('connect', resolve));
-    let text = '';
-    late.on('data', (chunk) => (text += chunk));
-    const lateClosed = new Promise((resolve) => late.on('close', resolve).on('error', () => {}));
+    const lateAnswer = readUntilClosed(late);
     const closed = app.close();
     // preClose has run once the server stops listening.
     while (app.server.listening) await new Promise((resolve) => setTimeout(resolve, 10));
     late.write(`GET /health HTTP/1.1\r\nHost: x\r\nOrigin: ${FRONTEND}\r\nX-Request-Id: late-1\r\n\r\n`);
-    await lateClosed;
+    const text = await lateAnswer;
     finishSlow();
     expect(await (await slow).json()).toEqual({ finished: true });
     await closed;
