@@ -143,11 +143,10 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   // No route saw it, so the refusal count (plugins/refusal-log.ts) does not either: an oversized cookie
   // that locks a user out shows here. Not stored: a flood of these must not fill app_logs.
   this.log.warn({ statusCode, code: error.code, remoteAddress: (socket as { remoteAddress?: string }).remoteAddress, persist: false }, 'request refused by the HTTP parser');
-  // A request already answered, or being answered (the rest of a refused body still
-  // arriving at the request deadline), is only cut: its client would read our bytes
-  // as the answer to its next request, or inside this one.
-  const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-  if (socket.writable && !inFlight?.headersSent && !answeredMidBody.has(socket)) {
+  // A request already answered (the rest of a refused body still arriving at the
+  // request deadline) is only cut: its client would read our bytes as the answer
+  // to its next request.
+  if (socket.writable && !answeredMidBody.has(socket)) {
     const body = JSON.stringify({ success: false, error: message, statusCode });
     socket.write(
       `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
