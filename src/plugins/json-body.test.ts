@@ -49,8 +49,12 @@ describe('refusedShape, read from the text', () => {
     fc.assert(
       fc.property(texts, fc.integer({ min: 1, max: 60 }), (text, limit) => {
         const refused = refusedShape(text, { depth: Infinity, values: limit });
-        const over = valuesIn(JSON.parse(text)) > limit;
-        expect(refused).toEqual(over ? { field: 'body', message: `Must hold at most ${limit} values (the body, and each member and element in it)` } : undefined);
+        const count = valuesIn(JSON.parse(text));
+        const refusal = (most: number) => ({ field: 'body', message: `Must hold at most ${most} values (the body, and each member and element in it)` });
+        expect(refused).toEqual(count > limit ? refusal(limit) : undefined);
+        // At the body's own count, which a random limit seldom meets: one fewer is refused.
+        expect(refusedShape(text, { depth: Infinity, values: count })).toBeUndefined();
+        if (count > 1) expect(refusedShape(text, { depth: Infinity, values: count - 1 })).toEqual(refusal(count - 1));
       }),
       { numRuns: 500 },
     );

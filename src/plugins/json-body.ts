@@ -41,11 +41,36 @@ const CLOSE_BRACE = 0x7d;
 const STRUCTURAL = new Uint8Array(CLOSE_BRACE + 1);
 for (const code of [QUOTE, COLON, COMMA, OPEN_BRACKET, OPEN_BRACE, CLOSE_BRACKET, CLOSE_BRACE]) STRUCTURAL[code] = 1;
 
-/** Whether the quote at `at` is escaped: an odd run of backslashes before it. */
-function escapedQuote(text: string, at: number): boolean {
-  let backslashes = 0;
-  while (text.charCodeAt(at - 1 - backslashes) === BACKSLASH) backslashes += 1;
-  return backslashes % 2 === 1;
+/**
+ * Where the string opened by the quote at `at` ends (its closing quote), or -1.
+ * The next quote ends it unless a backslash stands right before it; only then
+ * is the string read from its first backslash on, one character at a time,
+ * each backslash taking the character after it. Jumping from quote to quote
+ * instead, and counting the backslashes before each, cost 22 ns a quote in a
+ * string of escaped quotes: 78 ms for 7 MB, twice the parse (14 ms now).
+ */
+function closingQuote(text: string, at: number): number {
+  const end = text.indexOf('"', at + 1);
+  if (end === -1 || text.charCodeAt(end - 1) !== BACKSLASH) return end;
+  for (let next = text.indexOf('\\', at + 1); next < text.length; next += 1) {
+    const code = text.charCodeAt(next);
+    if (code === BACKSLASH) next += 1;
+    else if (code === QUOTE) return next;
+  }
+  return -1;
+}
+
+// Runs of characters the pass has nothing to do with (blanks; digits and the
+// letters of true, false and null) are skipped by a regular expression, which
+// reads them faster than a loop over charCodeAt: 7 MB of blanks or of one
+// number's digits cost the pass 10 and 0.5 ms so, against 25 and 54 ms.
+const NEXT_NOT_BLANK = /[^ \t\n\r]/g;
+const NEXT_STRUCTURAL = /["\[\]{},:]/g;
+
+/** Where `pattern` next matches in `text` at or after `from`; the text's length when nowhere. */
+function nextMatch(pattern: RegExp, text: string, from: number): number {
+  pattern.lastIndex = from;
+  return pattern.test(text) ? pattern.lastIndex - 1 : text.length;
 }
 
 /** Limits on a body's shape, checked on its text before it is parsed. */
@@ -89,17 +114,22 @@ export function refusedShape(text: string, limits: ShapeLimits = BODY_SHAPE_LIMI
   let stringEnd = -1;
   for (let at = 0; at < text.length; at += 1) {
     const code = text.charCodeAt(at);
-    if (code === SPACE || code === TAB || code === LINE_FEED || code === CARRIAGE_RETURN) continue;
+    if (code === SPACE || code === TAB || code === LINE_FEED || code === CARRIAGE_RETURN) {
+      at = nextMatch(NEXT_NOT_BLANK, text, at + 1) - 1;
+      continue;
+    }
     // An object or array holds one value more than it has commas, unless it is empty.
     if (opened) {
       opened = false;
       if (code !== CLOSE_BRACKET && code !== CLOSE_BRACE && ++values > limits.values) return tooManyValues(limits);
     }
-    // Digits and the letters of true, false and null: nothing to count.
-    if (code > CLOSE_BRACE || !STRUCTURAL[code]) continue;
+    // Digits and the letters of true, false and null: nothing to count up to the next structural character.
+    if (code > CLOSE_BRACE || !STRUCTURAL[code]) {
+      at = nextMatch(NEXT_STRUCTURAL, text, at + 1) - 1;
+      continue;
+    }
     if (code === QUOTE) {
-      let end = text.indexOf('"', at + 1);
-      while (end !== -1 && escapedQuote(text, end)) end = text.indexOf('"', end + 1);
+      const end = closingQuote(text, at);
       if (end === -1) return undefined;
       stringStart = at;
       stringEnd = end;
