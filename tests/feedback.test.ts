@@ -109,6 +109,27 @@ describe('POST /api/feedback (public submission)', () => {
     expect(response.json()).toMatchObject({ success: false, error: 'Validation failed', details: { [field]: [message] } });
   });
 
+  // The feedback routes take bodies of 7 MB, for a screenshot. An e-mail of
+  // millions of characters overflowed the stack in the address pattern (a 500),
+  // and a location of as many was parsed as a URL before its length was read.
+  it('an e-mail or location of millions of characters → 400 naming the field once, from either route', async () => {
+    const oversized = [
+      ['email', `${'a.'.repeat(3_000_000)}@`, 'Invalid email format'],
+      ['email', `a@${'a.'.repeat(3_000_000)}1`, 'Invalid email format'],
+      ['location', `https://example.test/${'a'.repeat(6_800_000)}`, 'Location must be at most 2048 characters'],
+    ];
+    for (const url of ['/api/feedback', '/api/feedback/submit-feedback']) {
+      for (const [field, value, message] of oversized) {
+        const response = await submit(feedbackBody({ [field]: value }), url);
+        expect(response.statusCode, `${url} ${field} of ${value.length}: ${response.body.slice(0, 200)}`).toBe(400);
+        expect(response.json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { [field]: [message] } });
+      }
+    }
+    // Just over the limit, malformed: one message, not the length's and the pattern's both.
+    const response = await submit(feedbackBody({ email: 'x'.repeat(300) }));
+    expect(response.json().details).toEqual({ email: ['Invalid email format'] });
+  });
+
   // An unpaired surrogate (half an emoji, JSON "\ud800") was stored as U+FFFD
   // with a 201. The body parser refuses it before the schema does
   // (plugins/json-body.ts; the schema's own refusal: src/modules/feedback/schemas.test.ts);
