@@ -1,8 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { decodeJwt, decodeProtectedHeader, SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SESSION_COOKIE } from '../src/modules/admin/status/routes.ts';
 import { buildTestApp } from './support/app.ts';
 import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
 import { uniqueEmail } from './support/db.ts';
@@ -369,6 +372,69 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect(mails).toHaveLength(1);
     const token = resetTokenIn(mails[0]);
     expect((await post('/api/auth/update-password', { token, newPassword: 'after-double-click' })).status).toBe(200);
+  });
+
+  it("the dashboard's sign-out when the auth server does not end the session: ended in the database; when the database cannot either, 503 and the cookie kept", { timeout: 30_000 }, async () => {
+    // A gateway that answers the auth server's /logout with a 502 while asked to.
+    let refuseLogout = true;
+    const refusedLogouts: string[] = [];
+    const gateway = await startAuthGateway(auth!, async (request, response, forward) => {
+      if (refuseLogout && request.url?.startsWith('/auth/v1/logout')) {
+        refusedLogouts.push(request.url);
+        return void response.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
+      }
+      const upstream = await forward();
+      response.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') ?? 'application/json' }).end(await upstream.text());
+    });
+    // The same, over a database nobody listens for.
+    const closedPort = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const env = realAuthEnv({ ...auth!, url: gateway.url });
+    const withDatabase = await buildTestApp(env);
+    const withoutDatabase = await buildTestApp({ ...env, DATABASE_URL: `postgres://postgres@127.0.0.1:${closedPort}/none`, DATABASE_ACQUIRE_TIMEOUT_MS: '500' });
+    const cookieOf = (token: string) => ({ cookie: `${SESSION_COOKIE}=${token}` });
+    const sessionsOf = async (userId: string) => (await sql`select count(*)::int as n from auth.sessions where user_id = ${userId}`)[0].n;
+    try {
+      const admin = await signUp(base, 'dashboard-signout');
+      await sql`insert into public.user_roles (user_id, role) values (${admin.id}, 'admin')`;
+      const signIn = async (app: FastifyInstance) =>
+        app.inject({ method: 'POST', url: '/admin/status/session', payload: { email: admin.email, password: admin.password } });
+      const token = (await signIn(withDatabase)).cookies.find((cookie) => cookie.name === SESSION_COOKIE)!.value;
+      expect((await withDatabase.inject({ method: 'GET', url: '/admin/status', headers: cookieOf(token) })).statusCode).toBe(200);
+
+      // Neither the auth server nor the database ends it: 503, the cookie stays, the session still works.
+      const failed = await withoutDatabase.inject({ method: 'DELETE', url: '/admin/status/session', headers: cookieOf(token) });
+      expect(failed.statusCode).toBe(503);
+      expect(failed.json()).toMatchObject({ success: false, statusCode: 503 });
+      expect(failed.headers['set-cookie']).toBeUndefined();
+      expect((await me(token)).status).toBe(200);
+
+      // The auth server does not end it, the database does.
+      const signedOut = await withDatabase.inject({ method: 'DELETE', url: '/admin/status/session', headers: cookieOf(token) });
+      expect(signedOut.statusCode).toBe(200);
+      expect(signedOut.json()).toEqual({ success: true, message: 'Signed out' });
+      expect(signedOut.cookies.find((cookie) => cookie.name === SESSION_COOKIE)?.value).toBe('');
+      expect(refusedLogouts).toEqual(['/auth/v1/logout?scope=local', '/auth/v1/logout?scope=local']);
+      expect((await withDatabase.inject({ method: 'GET', url: '/admin/status', headers: cookieOf(token) })).statusCode).toBe(401);
+      // The server process saw the session alive a moment ago: it asks again within 5 s.
+      await expect.poll(async () => (await me(token)).status, { timeout: 10_000 }).toBe(401);
+      expect(await sessionsOf(admin.id)).toBe(1); // the sign-up's
+
+      // A sign-in whose admin check fails (503) ends the session it opened: nobody holds its refresh token.
+      refuseLogout = false;
+      const unchecked = await signIn(withoutDatabase);
+      expect(unchecked.statusCode).toBe(503);
+      expect(unchecked.headers['set-cookie']).toBeUndefined();
+      expect(await sessionsOf(admin.id)).toBe(1);
+    } finally {
+      await withoutDatabase.close();
+      await withDatabase.close();
+      await gateway.close();
+    }
   });
 
   it('link: an id token of the OIDC issuer links a keycloak identity; another account cannot take it (409); garbage is 400', { timeout: 30_000 }, async () => {

@@ -32,11 +32,12 @@ declare module 'fastify' {
     /** Forgets a cached session at once (this instance signed it out). */
     forgetSession(sessionId: string): void;
     /**
-     * The user and session an expired access token of ours names (its signature
-     * verified), or null for any other token; 503 when the signing keys cannot
-     * be fetched. For sign-out alone: the session may well have ended already.
+     * The user and session an access token of ours names, expired or not (its
+     * signature verified), or null for any other token; 503 when the signing
+     * keys cannot be fetched. For sign-out alone: the session may well have
+     * ended already.
      */
-    sessionOfExpiredToken(token: string, log: FastifyBaseLogger): Promise<{ userId: string; sessionId: string } | null>;
+    sessionOfToken(token: string, log: FastifyBaseLogger): Promise<{ userId: string; sessionId: string } | null>;
   }
 }
 
@@ -183,19 +184,34 @@ export default fp<AuthPluginOptions>(
       return request.caller;
     }
 
-    async function sessionOfExpiredToken(token: string, log: FastifyBaseLogger) {
+    /** The claims of a user token of ours, expired or not; null for any other token. */
+    async function userClaimsOf(token: string) {
       try {
-        const claims = await verify.verifyExpiredUserToken(token);
-        return { userId: claims.sub, sessionId: claims.session_id };
+        const verified = await verify(token);
+        return verified.kind === 'legacy-admin' ? null : verified.claims;
+      } catch (error) {
+        if (!(error instanceof InvalidTokenError)) throw error;
+      }
+      try {
+        return await verify.verifyExpiredUserToken(token);
       } catch (error) {
         if (error instanceof InvalidTokenError) return null;
+        throw error;
+      }
+    }
+
+    async function sessionOfToken(token: string, log: FastifyBaseLogger) {
+      try {
+        const claims = await userClaimsOf(token);
+        return claims && { userId: claims.sub, sessionId: claims.session_id };
+      } catch (error) {
         if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);
         throw error;
       }
     }
 
     app.decorate('callerFromToken', callerFromToken);
-    app.decorate('sessionOfExpiredToken', sessionOfExpiredToken);
+    app.decorate('sessionOfToken', sessionOfToken);
     app.decorate('authenticate', authenticate);
 
     app.decorate('requireUser', async function requireUser(request: FastifyRequest) {

@@ -120,9 +120,9 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         // A user back after the access token's hour signs out with it: its session would
         // otherwise live on (its refresh token still works) while the user was told it ended.
         const token = bearerToken(request);
-        const expired = token ? await app.sessionOfExpiredToken(token, request.log) : null;
-        if (!expired) throw unauthorized('No active session');
-        await auth.signOutExpired(expired);
+        const session = token ? await app.sessionOfToken(token, request.log) : null;
+        if (!session) throw unauthorized('No active session');
+        await auth.signOutInDatabase(session);
         return signedOut;
       }
       if (caller.kind !== 'user') throw unauthorized('No active session');

@@ -110,11 +110,12 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     /**
-     * Sign-out with an access token that has expired (its signature verified):
-     * the auth server's /logout refuses such a token, so the session it names
-     * is ended in the database, as that endpoint would end it.
+     * Sign-out with an access token the API no longer takes (its signature
+     * verified): expired, the auth server's /logout refuses it too, so the
+     * session it names is ended in the database, as that endpoint would end
+     * it; 401 when that session has ended already.
      */
-    async signOutExpired(session: { userId: string; sessionId: string }) {
+    async signOutInDatabase(session: { userId: string; sessionId: string }) {
       const [{ ended }] = await db.bounded(endSessionElevated(db.sql, session.userId, session.sessionId));
       deps.forgetSession(session.sessionId);
       if (!ended) throw unauthorized('No active session');

@@ -224,6 +224,9 @@ $('signout').addEventListener('click', async () => {
   stopped = true;
   clearTimeout(retryTimer);
   source.close();
-  await fetch('/admin/status/session', { method: 'DELETE', credentials: 'same-origin' }).catch(() => {});
-  window.location.reload();
+  const response = await fetch('/admin/status/session', { method: 'DELETE', credentials: 'same-origin' }).catch(() => undefined);
+  if (response?.ok) return window.location.reload();
+  // The session could not be ended (the server or its database did not answer): say so, rather than show a
+  // sign-in form while the session, and the cookie, still work.
+  stop(['Not signed out: the server could not end the session', 'reload and sign out again']);
 });

@@ -65,7 +65,12 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   ) as Record<string, string>;
   const health = createHealthService({ db: app.db, config, version, startedAt: app.metrics.startedAt, outbox: app.feedbackOutbox, pingRateLimitStore: app.pingRateLimitStore }).cachedHealthCheck();
   const requireAdmin = app.requireRole('admin');
-  const sessions = createStatusSessionService({ supabase: app.supabase, db: app.db, forgetSession: app.forgetSession });
+  const sessions = createStatusSessionService({
+    supabase: app.supabase,
+    db: app.db,
+    forgetSession: app.forgetSession,
+    sessionOfToken: app.sessionOfToken,
+  });
   const streams = createStreamRegistry(MAX_STREAMS_PER_ADMIN);
 
   /**
