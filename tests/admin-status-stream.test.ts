@@ -153,6 +153,54 @@ describe('/admin/status/stream re-checks its admin', () => {
   });
 });
 
+describe('/admin/status/stream and a client that leaves while it is authorized', () => {
+  it('opens no stream for it: the admin’s open tabs keep their places', async () => {
+    const admin = await adminSession();
+    const tabs = [await openStream(admin.authorization), await openStream(admin.authorization)];
+    // A second session of the same admin, not yet seen alive: its check reads
+    // auth.sessions, which a held lock keeps waiting while the client leaves.
+    const sessionId = crypto.randomUUID();
+    await sql`insert into auth.sessions (id, user_id, created_at, updated_at) values (${sessionId}, ${admin.userId}, now(), now())`;
+    const token = await new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: sessionId })
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setSubject(admin.userId)
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(encoder.encode(TEST_JWT_SECRET));
+    const locker = postgres(database.url, { max: 1, onnotice: () => {} });
+    let releaseLock!: () => void;
+    const lockHeld = new Promise<void>((held) =>
+      locker
+        .begin(async (tx) => {
+          await tx`lock table auth.sessions in access exclusive mode`;
+          held();
+          await new Promise<void>((release) => (releaseLock = release));
+        })
+        .catch(() => {}),
+    );
+    const waitingOnLock = async () =>
+      (await sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%session_is_open%'`)[0].n > 0;
+    const client = net.connect((app.server.address() as AddressInfo).port, '127.0.0.1');
+    try {
+      await lockHeld;
+      client.write(`GET /admin/status/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+      await waitFor(waitingOnLock, 5_000, 'the check to wait on the lock');
+      client.resetAndDestroy();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      releaseLock();
+      await waitFor(async () => !(await waitingOnLock()), 5_000, 'the check to end');
+      // A third tab: with the departed client's stream counted, it pushed out the first.
+      tabs.push(await openStream(admin.authorization));
+      for (const tab of tabs) expect(await tab.endedWithin(500)).toBe('still open');
+    } finally {
+      releaseLock?.();
+      client.destroy();
+      await locker.end();
+      for (const tab of tabs) tab.close();
+    }
+  });
+});
+
 describe('/admin/status/stream and a client that stops reading', () => {
   it('sends no backlog while the client is behind, and closes the stream when it stays behind', async () => {
     const STALLED_LIMIT_MS = 500;

@@ -121,6 +121,10 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
   });
 
   app.get('/stream', { onRequest: authorize, config: { metrics: false }, schema: { hide: true } }, async function openStream(request, reply) {
+    // A client that left while it was being authorized: its response closed
+    // before any listener here, and a stream opened for it would hold one of
+    // its admin's places, pushing out a live tab, until found stalled.
+    if (reply.raw.destroyed) return reply.send();
     const stream = new PassThrough();
     // When the client stops reading (a frozen tab, a dead link that TCP has not
     // noticed), writes would pile up in memory without bound. A dashboard wants
@@ -184,6 +188,8 @@ const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config,
     };
     streams.addStream(owner, stream, stop);
     reply.raw.on('close', () => stop());
+    // Fastify destroys the stream when the response is gone by the time it is sent.
+    stream.on('close', () => stop());
     stream.write(`retry: ${STREAM_RETRY_MS}\n\n`);
     send('history', app.metrics.history());
     void tick().catch((error) => request.log.error({ err: error }, 'status stream tick failed'));
