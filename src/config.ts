@@ -89,7 +89,9 @@ export const SettingsSchema = z.object({
   // Administration: Prometheus text at GET /metrics only when a token is set;
   // stored log entries older than the retention are pruned.
   METRICS_TOKEN: optionalSecret(16),
-  LOG_RETENTION_DAYS: positiveInt(30),
+  // A century at most: a "keep for ever" of a million days put the cutoff
+  // before year 1, which PostgreSQL refuses, and every hourly prune failed.
+  LOG_RETENTION_DAYS: intBetween(1, 36_500, 30),
   // How often an open /admin/status stream checks that its admin is still
   // signed in and still an admin (a stream otherwise outlives both).
   ADMIN_STREAM_RECHECK_MS: milliseconds(30_000),
@@ -130,7 +132,7 @@ export const SettingsSchema = z.object({
   // A MaxMind-format country database to use instead of the DB-IP Lite file the npm package ships.
   ANALYTICS_COUNTRY_DB: optionalString,
   // Raw events older than this many months are deleted (rollups keep the figures), in batches of this many rows.
-  ANALYTICS_RETENTION_MONTHS: positiveInt(13),
+  ANALYTICS_RETENTION_MONTHS: intBetween(1, 1_200, 13),
   ANALYTICS_RETENTION_BATCH: intBetween(100, 100_000, 5_000),
   // A website is deleted in batches of this many rows, each its own short
   // statement, so no statement grows with the website (docs/analytics.md).

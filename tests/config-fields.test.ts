@@ -44,6 +44,14 @@ describe('configuration messages', () => {
     expect(refusal({ DATABASE_IDLE_TIMEOUT_S: '2147484' })).toBe('Invalid configuration: DATABASE_IDLE_TIMEOUT_S is invalid (must be a whole number from 1 to 2147483)');
   });
 
+  it('retention: at most a century; a longer one put the cutoff before year 1 and every prune failed', () => {
+    expect(refusal({ LOG_RETENTION_DAYS: '1000000', ANALYTICS_RETENTION_MONTHS: '1201' })).toBe(
+      'Invalid configuration: LOG_RETENTION_DAYS is invalid (must be a whole number from 1 to 36500); ANALYTICS_RETENTION_MONTHS is invalid (must be a whole number from 1 to 1200)',
+    );
+    const longest = parseConfig({ ...DEVELOPMENT, LOG_RETENTION_DAYS: '36500', ANALYTICS_RETENTION_MONTHS: '1200' });
+    expect([longest.LOG_RETENTION_DAYS, longest.ANALYTICS_RETENTION_MONTHS]).toEqual([36_500, 1_200]);
+  });
+
   it('TRUST_PROXY: a range or hop count that would trust what the client writes is refused, in one line', () => {
     const broad = (entries: string) => `Invalid configuration: TRUST_PROXY is invalid (too broad for proxies (at most a /8 of IPv4, a /7 of IPv6): ${entries})`;
     // Together these two cover every IPv4 address; 0.0.0.0/0 made the app fail to build with a stack trace.
