@@ -182,6 +182,13 @@ describe('POST /api/feedback (public submission)', () => {
       statusCode: 400,
       details: { websiteId: ['Website not found'] },
     });
+
+    // A website whose deletion has begun is gone from the API: the same answer, nothing stored.
+    const leaving = await createWebsite(sql);
+    await sql`update public.websites set deletion_started_at = now() where id = ${leaving}`;
+    const refused = await submit(feedbackBody({ websiteId: leaving }), '/api/feedback/submit-feedback');
+    expect(refused.json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { websiteId: ['Website not found'] } });
+    expect(await sql`select id from public.feedback where website_id = ${leaving}`).toEqual([]);
   });
 });
 
