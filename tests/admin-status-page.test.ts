@@ -127,4 +127,26 @@ describe('/admin/status page in Chromium', () => {
     expect(pageErrors).toEqual([]);
     await context.close();
   });
+
+  it('says when a sign-out did not go through (503), rather than reload into the sign-in form', async () => {
+    const context = await browser.newContext();
+    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID());
+    await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    // The server's answer when neither the auth server nor the database could end the session.
+    await page.route('**/admin/status/session', (route) =>
+      route.request().method() === 'DELETE'
+        ? route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ success: false, error: 'Service temporarily unavailable', statusCode: 503 }) })
+        : route.continue(),
+    );
+    await openDashboard(page);
+    await page.click('#signout');
+    await expect.poll(() => page.locator('body').innerText()).toContain('Not signed out: the server could not end the session — reload and sign out again');
+    expect(await page.locator('form#signin').count()).toBe(0);
+    expect(await page.locator('body.stale').count()).toBe(1);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  });
 });
