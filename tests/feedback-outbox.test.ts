@@ -1,11 +1,14 @@
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import PostalMime from 'postal-mime';
 import { SMTPServer } from 'smtp-server';
 import { afterAll, afterEach, beforeEach, describe, expect, inject, it } from 'vitest';
 import { shutdownBudget } from '../src/lib/shutdown-budget.ts';
-import { CLAIM_BATCH } from '../src/modules/feedback/outbox/worker.ts';
-import { buildTestApp } from './support/app.ts';
+import pino from 'pino';
+import { loggerOptions } from '../src/logger.ts';
+import { createMailTransport } from '../src/modules/feedback/outbox/mail-transport.ts';
+import { CLAIM_BATCH, createWorker } from '../src/modules/feedback/outbox/worker.ts';
+import { buildTestApp, testConfig } from './support/app.ts';
 import { createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
 import { feedbackBody, waitFor } from './support/feedback-fixtures.ts';
 import { type ResendStandIn, startResendStandIn } from './support/resend-stand-in.ts';
@@ -455,6 +458,35 @@ describe('never lost, never twice', () => {
     const messages = sink.acceptedAbout(ids);
     expect(messages.map((message) => message.feedbackId).sort()).toEqual([...ids].sort());
     expect(new Set(messages.map((message) => message.messageId)).size).toBe(messages.length);
+  });
+
+  it('a batch slower than its lease keeps its rows: a second worker sends none of them again', { timeout: 40_000 }, async () => {
+    const sink = await startSlowSmtpSink();
+    sink.delayMs = 2_000; // 10 rows, 5 at a time: 4 s, against a lease of 1.5 s
+    const LEASE_MS = 1_500;
+    const config = testConfig({
+      ...FAST_WORKER,
+      SMTP_URL: `smtp://127.0.0.1:${sink.port}`,
+      EMAIL_FROM: 'Portfolio Feedback <feedback@example.test>',
+      FEEDBACK_NOTIFY_EMAILS: NOTIFY.join(', '),
+      ADMIN_URL,
+    });
+    const log = pino(loggerOptions('silent', false)) as unknown as FastifyBaseLogger;
+    const transports = [createMailTransport(config)!, createMailTransport(config)!];
+    const workers = transports.map((transport) => createWorker(sql, config, transport, log, { leaseMs: LEASE_MS }));
+    const ids = await insertFeedback(10);
+    try {
+      workers[0].start();
+      await waitFor(() => sink.accepted.length > 0 || undefined, 10_000, 'the first worker sending');
+      workers[1].start();
+      await waitFor(() => new Set(sink.acceptedAbout(ids).map((message) => message.feedbackId)).size === ids.length, 30_000, 'every row sent');
+      await new Promise((resolve) => setTimeout(resolve, LEASE_MS + 500));
+      // Without the renewal, the second worker claimed the rows still waiting when the lease ran out and sent them too.
+      expect(sink.acceptedAbout(ids).map((message) => message.feedbackId).sort()).toEqual([...ids].sort());
+    } finally {
+      await Promise.all(workers.map((worker) => worker.stop(5_000)));
+      for (const transport of transports) transport.close();
+    }
   });
 
   it('a send that hangs does not hold the close past the outbox share of the shutdown', async () => {

@@ -58,6 +58,18 @@ export async function claimDueNotificationsElevated(sql: ElevatedSql, claimToken
   return rows.map((row) => ({ id: row.id, feedbackId: row.feedback_id, attempts: row.attempts, claimToken, feedback: row.feedback }));
 }
 
+/**
+ * Moves the lease of the rows still held under `claimToken` to `leaseMs` from
+ * now: a batch that sends slower than its lease keeps its rows, instead of
+ * another worker claiming and sending them again while it is still at it.
+ */
+export async function extendNotificationClaimsElevated(sql: ElevatedSql, claimToken: string, leaseMs: number): Promise<void> {
+  await sql`
+    update public.feedback_outbox
+       set next_attempt_at = now() + make_interval(secs => ${leaseMs / 1000})
+     where claim_token = ${claimToken} and sent_at is null and gave_up_at is null`;
+}
+
 /** Marks claimed notifications sent in one statement; returns the ids whose claim still held. */
 export async function markNotificationsSentElevated(sql: ElevatedSql, sent: { claim: ClaimedNotification; providerMessageId?: string }[]): Promise<Set<string>> {
   if (sent.length === 0) return new Set();

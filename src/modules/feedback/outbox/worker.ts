@@ -9,6 +9,7 @@ import {
   adminRecipientEmailsElevated,
   type ClaimedNotification,
   claimDueNotificationsElevated,
+  extendNotificationClaimsElevated,
   giveUpNotificationElevated,
   releaseNotificationClaimsElevated,
   scheduleNotificationRetryElevated,
@@ -25,7 +26,13 @@ import { createSentMarks, type SentMarks } from './sent-marks.ts';
 
 /** Rows claimed at once. */
 export const CLAIM_BATCH = 50;
-/** How long a claim holds its rows: a whole batch sent at the lowest concurrency, with room to spare. */
+/**
+ * How long a claim holds its rows: a whole batch sent at the lowest
+ * concurrency, with room to spare. A batch still sending renews it every
+ * third of it (an SMTP server may answer slowly without ever going quiet for
+ * the socket timeout), so the lease only decides how soon the rows of a
+ * worker that died are sent by another.
+ */
 export const CLAIM_LEASE_MS = Math.ceil(CLAIM_BATCH / 2) * SEND_TIMEOUT_MS;
 
 /** An owed notification tried this many times means deliveries are failing. */
@@ -39,7 +46,7 @@ export function idempotencyKeyFor(outboxId: string, content: unknown): string {
 
 const errorText = (error: unknown) => (error instanceof Error ? error.message : String(error));
 
-export function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport, log: FastifyBaseLogger) {
+export function createWorker(sql: ElevatedSql, config: Config, transport: MailTransport, log: FastifyBaseLogger, { leaseMs = CLAIM_LEASE_MS } = {}) {
   const base = adminUrl(config);
   const backoff = { baseMs: config.FEEDBACK_OUTBOX_RETRY_BASE_MS, maxMs: config.FEEDBACK_OUTBOX_RETRY_MAX_MS };
   let timer: NodeJS.Timeout | undefined;
@@ -90,8 +97,23 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
     sentMarks.add({ claim, providerMessageId });
   }
 
-  /** Sends a claimed batch, `transport.concurrency` at a time; on stop, rows not started go back at once. */
-  async function deliverBatch(claims: ClaimedNotification[]): Promise<void> {
+  /** Sends a claimed batch, `transport.concurrency` at a time, renewing its lease; on stop, rows not started go back at once. */
+  async function deliverBatch(claimToken: string, claims: ClaimedNotification[]): Promise<void> {
+    const renewal = setInterval(
+      () =>
+        void extendNotificationClaimsElevated(sql, claimToken, leaseMs).catch((error) =>
+          log.warn({ err: error }, 'feedback notification lease not renewed; rows of a batch slower than its lease may be sent twice'),
+        ),
+      leaseMs / 3,
+    );
+    try {
+      await sendBatch(claims);
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  async function sendBatch(claims: ClaimedNotification[]): Promise<void> {
     // Recipients are looked up once per batch, and only if some row needs them.
     let recipients: Promise<string[]> | undefined;
     const lookUpRecipients = () =>
@@ -121,9 +143,10 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
   /** Sends due rows, batch after batch, until none is due or the worker stops. */
   async function drain(): Promise<void> {
     while (!stopped) {
-      const claims = await claimDueNotificationsElevated(sql, randomUUID(), CLAIM_LEASE_MS, CLAIM_BATCH);
+      const claimToken = randomUUID();
+      const claims = await claimDueNotificationsElevated(sql, claimToken, leaseMs, CLAIM_BATCH);
       if (claims.length === 0) return;
-      await deliverBatch(claims);
+      await deliverBatch(claimToken, claims);
     }
   }
 
