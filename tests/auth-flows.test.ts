@@ -203,10 +203,10 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
   it("sign out with an access token that has expired ends its session, with the auth server's audit entry: its refresh token is refused; a forged one ends nothing", async () => {
     // The auth server's own token as it reads an hour on: the same header and claims, signed with
     // the same key (the stack's JWT secret), its expiry passed.
-    const expiredCopy = async (accessToken: string, key = TEST_JWT_SECRET) => {
+    const expiredCopy = async (accessToken: string, key = TEST_JWT_SECRET, secondsAgo = 60) => {
       const now = Math.floor(Date.now() / 1000);
       const header = decodeProtectedHeader(accessToken);
-      return new SignJWT({ ...decodeJwt(accessToken), iat: now - 3660, exp: now - 60 })
+      return new SignJWT({ ...decodeJwt(accessToken), iat: now - 3600 - secondsAgo, exp: now - secondsAgo })
         .setProtectedHeader({ ...header, alg: header.alg! })
         .sign(new TextEncoder().encode(key));
     };
@@ -233,6 +233,13 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect(await logouts(account.id)).toEqual([
       { ...theirs, payload: { ...theirs.payload, actor_id: account.id, actor_username: account.email } },
     ]);
+
+    // Expired a second ago: the API still takes it (5 s of clock skew), the auth server's /logout
+    // does not; the session is ended all the same, not left alive behind a 401.
+    const justExpired = await signUp(base, 'signout-just-expired');
+    const answered = await post('/api/auth/signout', undefined, await expiredCopy(justExpired.accessToken, TEST_JWT_SECRET, 1));
+    expect(answered.body).toEqual({ success: true, message: 'Signed out successfully' });
+    expect((await post('/api/auth/refresh', { refreshToken: justExpired.refreshToken })).status).toBe(401);
 
     // Signed with another key, the same expired token ends nothing: that session goes on.
     const other = await signUp(base, 'signout-forged');

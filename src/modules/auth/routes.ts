@@ -126,7 +126,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         return signedOut;
       }
       if (caller.kind !== 'user') throw unauthorized('No active session');
-      await auth.signOut(request.ip, bearerToken(request) ?? '', caller.sessionId);
+      await auth.signOut(request.ip, bearerToken(request) ?? '', caller);
       return signedOut;
     },
   );

@@ -40,6 +40,18 @@ function fail(error: unknown, fallback: AppError, byCode: Record<string, AppErro
 
 export function createAuthService(deps: AuthServiceDeps) {
   const { supabase, db } = deps;
+
+  /**
+   * Ends the session a verified token names in the database, as the auth
+   * server's /logout would (for a token the API or the auth server no longer
+   * takes); 401 when that session has ended already.
+   */
+  async function signOutInDatabase(session: { userId: string; sessionId: string }) {
+    const [{ ended }] = await db.bounded(endSessionElevated(db.sql, session.userId, session.sessionId));
+    deps.forgetSession(session.sessionId);
+    if (!ended) throw unauthorized('No active session');
+  }
+
   /** Whether an account holds `email`; false when the database cannot say either. */
   const addressTaken = async (email: string) =>
     (await db.bounded(selectProfileByEmailElevated(db.sql, email)).catch(() => [])).length > 0;
@@ -102,24 +114,21 @@ export function createAuthService(deps: AuthServiceDeps) {
       return toSession(data.session);
     },
 
-    /** Ends the caller's session at the auth server; its tokens stop working at once here. */
-    async signOut(ip: string, accessToken: string, sessionId: string) {
+    /**
+     * Ends the caller's session at the auth server; its tokens stop working at
+     * once here. When the auth server does not end it, the session is ended in
+     * the database: the auth server allows no clock skew, so it refuses a token
+     * in the 5 s past its expiry that the API still takes (the session lived
+     * on, its refresh token good, while the user was told `No active
+     * session`), and it may be down.
+     */
+    async signOut(ip: string, accessToken: string, session: { userId: string; sessionId: string }) {
       const { error } = await supabase.forRequest(ip).auth.admin.signOut(accessToken, 'local');
-      deps.forgetSession(sessionId);
-      if (error) fail(error, unauthorized('No active session'));
+      if (error) return signOutInDatabase(session);
+      deps.forgetSession(session.sessionId);
     },
 
-    /**
-     * Sign-out with an access token the API no longer takes (its signature
-     * verified): expired, the auth server's /logout refuses it too, so the
-     * session it names is ended in the database, as that endpoint would end
-     * it; 401 when that session has ended already.
-     */
-    async signOutInDatabase(session: { userId: string; sessionId: string }) {
-      const [{ ended }] = await db.bounded(endSessionElevated(db.sql, session.userId, session.sessionId));
-      deps.forgetSession(session.sessionId);
-      if (!ended) throw unauthorized('No active session');
-    },
+    signOutInDatabase,
 
     async requestPasswordReset(ip: string, email: string) {
       const [known] = await db.bounded(selectProfileByEmailElevated(db.sql, email));
