@@ -381,7 +381,7 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/update-password', { token, newPassword: 'after-double-click' })).status).toBe(200);
   });
 
-  it("the dashboard's sign-out when the auth server does not end the session: ended in the database; when the database cannot either, 503 and the cookie kept", { timeout: 30_000 }, async () => {
+  it("the dashboard's sign-out when the auth server does not end the session: ended in the database; when the database cannot either, 503 and the cookie kept; a sign-in that fails after the auth server opened its session ends it", { timeout: 30_000 }, async () => {
     // A gateway that answers the auth server's /logout with a 502 while asked to.
     let refuseLogout = true;
     const refusedLogouts: string[] = [];
@@ -436,6 +436,10 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
       const unchecked = await signIn(withoutDatabase);
       expect(unchecked.statusCode).toBe(503);
       expect(unchecked.headers['set-cookie']).toBeUndefined();
+      expect(await sessionsOf(admin.id)).toBe(1);
+      // So does the API's sign-in whose profile read fails.
+      const unread = await withoutDatabase.inject({ method: 'POST', url: '/api/auth/signin', payload: { email: admin.email, password: admin.password } });
+      expect(unread.statusCode).toBe(503);
       expect(await sessionsOf(admin.id)).toBe(1);
     } finally {
       await withoutDatabase.close();

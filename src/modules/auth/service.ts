@@ -87,13 +87,19 @@ export function createAuthService(deps: AuthServiceDeps) {
     },
 
     async signIn(ip: string, email: string, password: string) {
-      const { data, error } = await supabase.forRequest(ip).auth.signInWithPassword({ email: email.trim().toLowerCase(), password });
+      const client = supabase.forRequest(ip);
+      const { data, error } = await client.auth.signInWithPassword({ email: email.trim().toLowerCase(), password });
       if (error || !data.session) {
         fail(error, unauthorized('Invalid email or password'));
       }
       // The profile holds the name (PUT /api/users/:id changes it there); the
-      // auth server's copy is what the user signed up with.
-      const [profile] = await db.bounded(selectProfileNameElevated(db.sql, data.user.id));
+      // auth server's copy is what the user signed up with. When it cannot be
+      // read (503), the session just opened is ended: nobody would ever hold
+      // its tokens, and it would stay open for the auth server's 30 days.
+      const [profile] = await db.bounded(selectProfileNameElevated(db.sql, data.user.id)).catch(async (readError: unknown) => {
+        await client.auth.admin.signOut(data.session.access_token, 'local').catch(() => {});
+        throw readError;
+      });
       return {
         user: {
           id: data.user.id,
