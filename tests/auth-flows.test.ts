@@ -47,6 +47,18 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     await sql?.end();
   });
 
+  /**
+   * The auth server's own token as it reads `secondsAgo` past its expiry: the
+   * same header and claims, signed with `key` (the stack's JWT secret).
+   */
+  const expiredCopy = async (accessToken: string, key = TEST_JWT_SECRET, secondsAgo = 60) => {
+    const now = Math.floor(Date.now() / 1000);
+    const header = decodeProtectedHeader(accessToken);
+    return new SignJWT({ ...decodeJwt(accessToken), iat: now - 3600 - secondsAgo, exp: now - secondsAgo })
+      .setProtectedHeader({ ...header, alg: header.alg! })
+      .sign(new TextEncoder().encode(key));
+  };
+
   it('sign up: 201 with the user and a session; the profile row is made by the trigger', async () => {
     const email = uniqueEmail('signup');
     const answer = await post('/api/auth/signup', { email, password: 'secret1', name: 'Ada Lovelace' });
@@ -201,15 +213,6 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
   });
 
   it("sign out with an access token that has expired ends its session, with the auth server's audit entry: its refresh token is refused; a forged one ends nothing", async () => {
-    // The auth server's own token as it reads an hour on: the same header and claims, signed with
-    // the same key (the stack's JWT secret), its expiry passed.
-    const expiredCopy = async (accessToken: string, key = TEST_JWT_SECRET, secondsAgo = 60) => {
-      const now = Math.floor(Date.now() / 1000);
-      const header = decodeProtectedHeader(accessToken);
-      return new SignJWT({ ...decodeJwt(accessToken), iat: now - 3600 - secondsAgo, exp: now - secondsAgo })
-        .setProtectedHeader({ ...header, alg: header.alg! })
-        .sign(new TextEncoder().encode(key));
-    };
     const account = await signUp(base, 'signout-expired');
     const expired = await expiredCopy(account.accessToken);
     expect((await me(expired)).status).toBe(401);
@@ -470,6 +473,11 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     const taken = await post('/api/auth/link', { provider: 'keycloak', token: await idTokenFor(auth!, idpEmail) }, other.accessToken);
     expect(taken.status).toBe(409);
     expect(taken.body).toEqual({ success: false, error: 'Identity is already linked to an account', statusCode: 409 });
+
+    // A caller's token in the 5 s past its expiry that the API still takes and the auth server
+    // refuses: the caller's token is the problem (401, refresh and retry), not the provider's.
+    const late = await post('/api/auth/link', { provider: 'keycloak', token: await idTokenFor(auth!, uniqueEmail('idp-late')) }, await expiredCopy(other.accessToken, TEST_JWT_SECRET, 1));
+    expect(late.body).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
 
     const garbage = await post('/api/auth/link', { provider: 'keycloak', token: 'garbage' }, other.accessToken);
     expect(garbage.status).toBe(400);

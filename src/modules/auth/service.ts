@@ -203,6 +203,11 @@ export function createAuthService(deps: AuthServiceDeps) {
       if (data?.session) await supabase.forRequest(ip).auth.admin.signOut(data.session.access_token, 'local').catch(() => {});
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
+          // The caller's own token, refused by the auth server: in the 5 s past
+          // its expiry that the API still takes (the auth server allows none),
+          // or its session just ended. A 401 has the front end refresh and retry.
+          bad_jwt: unauthorized(),
+          session_not_found: unauthorized(),
           identity_already_exists: conflict('Identity is already linked to an account'),
           provider_disabled: badRequest('Unsupported provider'),
           oauth_provider_not_supported: badRequest('Unsupported provider'),
