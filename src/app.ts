@@ -108,7 +108,7 @@ async function app(fastify: FastifyInstance, { config, rateLimit, logSink, onFat
   await fastify.register(jsonBodyPlugin);
   await fastify.register(securityPlugin, { config });
   // After security: its 503 for a request arriving while closing carries the CORS headers.
-  await fastify.register(gracefulPlugin);
+  await fastify.register(gracefulPlugin, { answerTimeoutMs: config.REQUEST_TIMEOUT_MS });
   await fastify.register(dbPlugin, { config, onFatal });
   await fastify.register(appLogsPlugin, { config, sink: logSink });
   await fastify.register(refusalLogPlugin);

@@ -143,7 +143,8 @@ export const SettingsSchema = z.object({
   // 408 and the connection is closed. Fastify switched Node's own limit off,
   // so a client sending a body a byte at a time held its connection, and the
   // body read so far, for as long as it liked. Two minutes carries a 7 MB
-  // screenshot at 500 kbit/s.
+  // screenshot at 500 kbit/s. A large answer gets as long to be taken
+  // (plugins/graceful.ts).
   REQUEST_TIMEOUT_MS: milliseconds(120_000),
   SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
 });

@@ -472,6 +472,58 @@ describe("requests Node's HTTP parser refuses, or that do not finish arriving", 
   });
 });
 
+describe('an answer its client does not take', () => {
+  // Larger than what the kernel's buffers on both ends of a loopback connection hold.
+  const size = 32 * 1024 * 1024;
+  let app: FastifyInstance;
+  let port: number;
+  beforeAll(async () => {
+    app = await buildTestApp({ REQUEST_TIMEOUT_MS: '1000' }, async (instance) => {
+      instance.get('/test/large', async (_request, reply) => reply.type('application/octet-stream').send(Buffer.alloc(size, 97)));
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    port = (app.server.address() as AddressInfo).port;
+  });
+  afterAll(async () => app.close());
+
+  /** Asks for the large answer and leaves it unread for `pauseMs`; then reads until the server closes the connection or 2 s pass without a byte. */
+  async function takeLargeAnswer(pauseMs: number): Promise<{ received: number; closed: boolean }> {
+    const socket = connect(port, '127.0.0.1');
+    socket.pause();
+    socket.write('GET /test/large HTTP/1.1\r\nHost: x\r\n\r\n');
+    await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    let received = 0;
+    let closed = false;
+    await new Promise<void>((resolve) => {
+      let quiet = setTimeout(resolve, 2_000);
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        clearTimeout(quiet);
+        quiet = setTimeout(resolve, 2_000);
+      });
+      socket.on('close', () => {
+        closed = true;
+        clearTimeout(quiet);
+        resolve();
+      });
+      socket.on('error', () => {});
+      socket.resume();
+    });
+    socket.destroy();
+    return { received, closed };
+  }
+
+  it('is cut, with its connection, when not taken in full within REQUEST_TIMEOUT_MS; a client that reads gets all of it', async () => {
+    const stalled = await takeLargeAnswer(2_500);
+    expect(stalled.closed).toBe(true);
+    expect(stalled.received).toBeLessThan(size);
+    // Headers and the whole body, on a connection kept open for the next request.
+    const taken = await takeLargeAnswer(0);
+    expect(taken.received).toBeGreaterThan(size);
+    expect(taken.closed).toBe(false);
+  });
+});
+
 describe('a request arriving on an open connection while the server closes', () => {
   it('is answered 503 in the envelope, with its request id and CORS headers, and the connection closed', async () => {
     let finishSlow = () => {};

@@ -17,6 +17,14 @@ import { serviceUnavailable } from '../lib/errors.ts';
 // CORS and security headers). Fastify's own answer (return503OnClosing) came
 // before any hook: a bare `{"error":"Service Unavailable","message":…}`
 // without them, which a front end read as a CORS failure.
+//
+// Node gives a request REQUEST_TIMEOUT_MS to arrive but no limit on its
+// answer's way back: a client that stops reading held its socket, and the
+// unsent part of the answer, for as long as the connection lived. An answer
+// larger than LARGE_ANSWER_CHARS (a screenshot, a long page of a list) gets
+// the same time to be taken in full and is cut after it; a smaller one fits in
+// the sockets' buffers and is in the kernel's hands once written. Streamed
+// replies have rules of their own (lib/csv.ts, the dashboard's event stream).
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -27,8 +35,27 @@ declare module 'fastify' {
 
 const isStream = (payload: unknown) => typeof (payload as { pipe?: unknown } | null)?.pipe === 'function';
 
+/** Characters (or bytes) above which an answer may not fit in the sockets' buffers at once. */
+export const LARGE_ANSWER_CHARS = 64 * 1024;
+
+const sizeOf = (payload: unknown) =>
+  typeof payload === 'string' ? payload.length : payload instanceof Uint8Array ? payload.byteLength : 0;
+
+/** Cuts `reply`'s response, and its socket, if the client has not taken all of it within `timeoutMs`. */
+function cutWhenNotTaken(reply: FastifyReply, timeoutMs: number) {
+  const response = reply.raw;
+  const timer = setTimeout(() => {
+    if (response.writableFinished || response.destroyed) return;
+    reply.log.warn({ timeoutMs }, 'answer cut: the client did not take it in time');
+    response.destroy();
+  }, timeoutMs).unref();
+  const stop = () => clearTimeout(timer);
+  response.once('finish', stop);
+  response.once('close', stop);
+}
+
 export default fp(
-  async function gracefulPlugin(app: FastifyInstance) {
+  async function gracefulPlugin(app: FastifyInstance, { answerTimeoutMs }: { answerTimeoutMs: number }) {
     let closing = false;
     const streamed = new Set<FastifyReply>();
     app.addHook('preClose', async () => {
@@ -42,11 +69,13 @@ export default fp(
       done();
     });
     // A callback hook: it runs on every answer, and an async onSend costs a promise each time.
-    app.addHook('onSend', function closeWhenClosing(_request, reply, payload, done) {
+    app.addHook('onSend', function watchAnswer(_request, reply, payload, done) {
       if (closing) reply.header('connection', 'close');
       if (isStream(payload)) {
         streamed.add(reply);
         reply.raw.once('close', () => streamed.delete(reply));
+      } else if (sizeOf(payload) > LARGE_ANSWER_CHARS) {
+        cutWhenNotTaken(reply, answerTimeoutMs);
       }
       done(null, payload);
     });
