@@ -59,6 +59,38 @@ describe.runIf(auth)('real sessions and roles', () => {
     expect(moved.body).toEqual({ success: false, error: 'Only an admin may change an e-mail address', statusCode: 403 });
   });
 
+  it("a session lookup that this instance's sign-out overtook does not put the session back: the token is refused at once", async () => {
+    const user = await signUp(base, 'roles-overtaken');
+    // The next session lookup's answer reaches the auth plugin only when let go, as over a slow round trip.
+    const bounded = app.db.bounded;
+    const lookupAnswered = Promise.withResolvers<void>();
+    const letGo = Promise.withResolvers<void>();
+    let armed = true;
+    app.db.bounded = ((query: Parameters<typeof bounded>[0]) => {
+      const rows = bounded(query);
+      const text = (query as unknown as { strings?: readonly string[] }).strings?.join('') ?? '';
+      if (!armed || !text.includes('session_is_open')) return rows;
+      armed = false;
+      return rows.then(async (answer) => {
+        lookupAnswered.resolve();
+        await letGo.promise;
+        return answer;
+      });
+    }) as typeof bounded;
+    try {
+      const inFlight = call(base, 'GET', '/api/auth/me', { token: user.accessToken });
+      await lookupAnswered.promise;
+      expect((await call(base, 'POST', '/api/auth/signout', { token: user.accessToken })).status).toBe(200);
+      expect((await call(base, 'GET', '/api/auth/me', { token: user.accessToken })).status).toBe(401);
+      letGo.resolve();
+      // The request already under way when the session ended is answered as it began.
+      expect((await inFlight).status).toBe(200);
+      expect((await call(base, 'GET', '/api/auth/me', { token: user.accessToken })).status).toBe(401);
+    } finally {
+      app.db.bounded = bounded;
+    }
+  });
+
   it('roles granted by an admin take effect: a viewer reads websites, an editor creates them, neither deletes', { timeout: 20_000 }, async () => {
     const viewer = await signUp(base, 'roles-viewer');
     const editor = await signUp(base, 'roles-editor');

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebsitesService } from '../src/modules/websites/service.ts';
 import { buildTestApp } from './support/app.ts';
 import { ANALYTICS_TABLES, adminToken, createWebsite } from './support/analytics.ts';
-import { asUser, createAuthUser, grantRole, readsDuring, testSql } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
 
 // Websites (issue 5) over HTTP with the legacy admin token (Supabase user
 // sessions need the auth server, which this stack cannot run), and the same
@@ -345,6 +345,34 @@ describe('deleting a website with many events', () => {
       expect((await strict.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` })).statusCode).toBe(404);
     } finally {
       await strict.close();
+      await sql`delete from public.websites where id = ${site.id}`;
+    }
+  });
+
+  it('two deleters of one website take turns: each batch deletes events while events are left, never the rollups before them or the website whole', async () => {
+    const site = await createWebsite(app, 'Two deleters');
+    try {
+      await insertManyEvents(site.id, 3_000);
+      await sql`update public.websites set deletion_started_at = now() where id = ${site.id}`;
+      const rollupsBefore = await rowsLeft(site.id);
+      for (let round = 1; round <= 3; round += 1) {
+        const firstDeleted = Promise.withResolvers<number>();
+        const commitFirst = Promise.withResolvers<void>();
+        const first = sql.begin(async (tx) => {
+          const [row] = await tx<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 100) as deleted`;
+          firstDeleted.resolve(row.deleted);
+          await commitFirst.promise;
+        });
+        expect(await firstDeleted.promise).toBe(100);
+        // The second call comes while the first holds its batch uncommitted (the same first rows are the ones it would pick).
+        const second = sql<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 100) as deleted`.execute();
+        expect(await untilWaitingOnLock(sql, 'delete_website_batch')).toBe(true);
+        commitFirst.resolve();
+        await first;
+        expect((await second)[0].deleted).toBe(100);
+        expect(await rowsLeft(site.id)).toEqual({ ...rollupsBefore, analytics_events: 3_000 - round * 200 });
+      }
+    } finally {
       await sql`delete from public.websites where id = ${site.id}`;
     }
   });

@@ -27,6 +27,12 @@ export const serviceUnavailable = (message = 'Service temporarily unavailable') 
 /** The `code` an error carries (a SQLSTATE, a driver's or a library's code), if any. */
 export const errorCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
 
+/** The Postgres error's constraint name, for the errors whose meaning depends on it. */
+export function constraintOf(error: unknown): string | undefined {
+  const name = (error as { constraint_name?: unknown } | null)?.constraint_name;
+  return typeof name === 'string' ? name : undefined;
+}
+
 /** Maps Postgres SQLSTATE codes (never message text) to client errors. */
 export function fromPostgresError(error: unknown): AppError | undefined {
   const code = errorCode(error);

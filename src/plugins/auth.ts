@@ -134,13 +134,22 @@ export default fp<AuthPluginOptions>(
     };
 
     app.decorateRequest('caller', null);
-    app.decorate('forgetSession', (sessionId: string) => seenAlive.delete(sessionId));
+    // Counts this instance's sign-outs. A lookup that a sign-out overtook (the
+    // session read open, then ended and forgotten before the answer came back)
+    // must not put the session back: its tokens would work here for another
+    // sessionCacheMs. Any sign-out meanwhile skips the caching, not the answer.
+    let sessionsForgotten = 0;
+    app.decorate('forgetSession', (sessionId: string) => {
+      sessionsForgotten += 1;
+      seenAlive.delete(sessionId);
+    });
 
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
     async function sessionState(userId: string, sessionId: string) {
       const cached = seenAlive.has(sessionId);
+      const forgottenBefore = sessionsForgotten;
       const [row] = await app.db.bounded(selectSessionStateElevated(app.db.sql, userId, sessionId, cached));
-      if (row.active && !cached) seenAlive.set(sessionId, true);
+      if (row.active && !cached && sessionsForgotten === forgottenBefore) seenAlive.set(sessionId, true);
       return row;
     }
 

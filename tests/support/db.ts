@@ -38,6 +38,19 @@ export async function createAuthUser(
   return { id, email: email ?? '', name };
 }
 
+/** Waits until a backend of this database waits on a lock while running a statement that contains `text`; false after `timeoutMs`. */
+export async function untilWaitingOnLock(sql: postgres.Sql, text: string, timeoutMs = 5_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const waiting = await sql`
+      select 1 from pg_stat_activity
+       where datname = current_database() and wait_event_type = 'Lock' and strpos(query, ${text}) > 0`;
+    if (waiting.length > 0) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return false;
+}
+
 export async function grantRole(sql: postgres.Sql, userId: string, role: 'admin' | 'editor' | 'viewer'): Promise<void> {
   await sql`insert into public.user_roles (user_id, role) values (${userId}, ${role}) on conflict do nothing`;
 }

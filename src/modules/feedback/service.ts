@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import escapeHtml from 'escape-html';
 import type { FastifyBaseLogger } from 'fastify';
-import { badRequest, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
+import { badRequest, constraintOf, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
@@ -48,12 +48,6 @@ export const FEEDBACK_CSV_COLUMNS: Array<[string, (row: ExportRow) => unknown]> 
 ];
 
 const escapeOptional = (value: string | undefined) => (value === undefined ? null : escapeHtml(value));
-
-/** The Postgres error's constraint name, for the errors whose meaning depends on it. */
-function constraintOf(error: unknown): string | undefined {
-  const name = (error as { constraint_name?: unknown } | null)?.constraint_name;
-  return typeof name === 'string' ? name : undefined;
-}
 
 export interface FeedbackServiceDeps {
   db: Database;

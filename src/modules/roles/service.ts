@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { conflict, errorCode, forbidden, notFound } from '../../lib/errors.ts';
+import { conflict, constraintOf, errorCode, forbidden, notFound } from '../../lib/errors.ts';
 import type { AppRole } from '../../lib/roles.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -37,6 +37,8 @@ export function createRolesService({ db }: { db: Database }) {
       return { userId, roles: after };
     } catch (error) {
       if (errorCode(error) === LAST_ADMIN) throw conflict('Cannot remove the last admin');
+      // The account was deleted after userExists saw it, before the grant's foreign-key check.
+      if (constraintOf(error) === 'user_roles_user_id_fkey') throw notFound('User not found');
       throw error;
     }
   }
