@@ -109,9 +109,9 @@ describe('auth context with the database unreachable', () => {
 const SUPABASE_URL = 'http://127.0.0.1:54321';
 
 /** An app that knows SUPABASE_URL's auth server, and the SUPABASE_JWT_SECRET warnings it logs. */
-async function appWithSecretWarnings() {
+async function appWithSecretWarnings(overrides: Record<string, string> = {}) {
   const { buildTestAppWithLog } = await import('./support/app.ts');
-  const { app, lines } = await buildTestAppWithLog({ SUPABASE_URL, SUPABASE_ANON_KEY: 'anon' }, 'warn');
+  const { app, lines } = await buildTestAppWithLog({ SUPABASE_URL, SUPABASE_ANON_KEY: 'anon', ...overrides }, 'warn');
   const me = (token: string) => app.inject({ method: 'GET', url: '/api/auth/me', headers: { authorization: `Bearer ${token}` } });
   const entries = () => lines.map((line) => JSON.parse(line) as { level: number; msg: string });
   return { app, me, warnings: () => entries().filter((line) => line.msg.includes('SUPABASE_JWT_SECRET')) };
@@ -127,6 +127,27 @@ describe('a project JWT secret that is not the auth server’s', () => {
       expect(warnings()).toEqual([expect.objectContaining({ level: 40, msg: expect.stringMatching(/^a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's/) })]);
       // A forged token of another issuer, or none, is no such sign.
       await me(await supabaseToken({ iss: 'https://elsewhere.example/auth/v1' }, 'x'.repeat(40)));
+      expect(warnings()).toHaveLength(1);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('no project JWT secret, and an auth server that signs with one', () => {
+  it('refuses its tokens (401) and says in the log, at most once a minute, that SUPABASE_JWT_SECRET is not set', async () => {
+    const { app, me, warnings } = await appWithSecretWarnings({ SUPABASE_JWT_SECRET: '' });
+    try {
+      const fromTheAuthServer = () => supabaseToken({ iss: `${SUPABASE_URL}/auth/v1` });
+      for (let i = 0; i < 3; i += 1) expect((await me(await fromTheAuthServer())).statusCode).toBe(401);
+      expect(warnings()).toEqual([
+        expect.objectContaining({
+          level: 40,
+          msg: "a token of SUPABASE_URL's auth server is signed with the project's JWT secret (HS256) and SUPABASE_JWT_SECRET is not set: its tokens are all refused (401)",
+        }),
+      ]);
+      // A token naming another issuer says nothing about this project's settings.
+      await me(await supabaseToken({ iss: 'https://elsewhere.example/auth/v1' }));
       expect(warnings()).toHaveLength(1);
     } finally {
       await app.close();

@@ -41,6 +41,21 @@ export class SignatureMismatchError extends InvalidTokenError {
   }
 }
 
+/**
+ * An HS256 token, and no project JWT secret to check it with. `issuer` is its
+ * unverified `iss`: when that is our own auth server, the project signs with
+ * its legacy secret and SUPABASE_JWT_SECRET was left unset (plugins/auth.ts
+ * says so in the log); every user's token is then refused.
+ */
+export class SecretMissingError extends InvalidTokenError {
+  readonly issuer: unknown;
+
+  constructor(issuer: unknown) {
+    super('HS256 tokens are not accepted: no JWT secret configured');
+    this.issuer = issuer;
+  }
+}
+
 /** The auth server's JWKS could not be fetched: nothing is known about the token (503, not 401). */
 export class KeySourceUnavailableError extends Error {}
 
@@ -168,6 +183,7 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       if ('admin' in unverified && !('session_id' in unverified)) {
         return { kind: 'legacy-admin', claims: await verifyLegacyAdmin(token) };
       }
+      if (alg === 'HS256' && !hsKey) throw new SecretMissingError(unverified.iss);
       const claims = await verifySupabase(token, alg);
       // A user's requests run as the database role `authenticated` (plugins/auth.ts), and
       // auth.role() reads this claim: it must say so, whatever role the auth server's admin API

@@ -4,7 +4,7 @@ import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { forbidden, fromPostgresError, serviceUnavailable, unauthorized } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
-import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
+import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, SecretMissingError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
@@ -128,6 +128,15 @@ export default fp<AuthPluginOptions>(
       log.warn("a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's (its tokens are all refused, 401)");
     };
 
+    // Tokens of ours signed with the project's legacy secret, and no secret given: with only the
+    // JWKS to go by (which publishes no such key), every user is refused and the operator is told why.
+    let warnedOfMissingSecretAt = 0;
+    const warnOfMissingSecret = (log: FastifyBaseLogger) => {
+      if (Date.now() - warnedOfMissingSecretAt < 60_000) return;
+      warnedOfMissingSecretAt = Date.now();
+      log.warn("a token of SUPABASE_URL's auth server is signed with the project's JWT secret (HS256) and SUPABASE_JWT_SECRET is not set: its tokens are all refused (401)");
+    };
+
     const signingKeysUnavailable = (error: KeySourceUnavailableError, log: FastifyBaseLogger) => {
       log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
       return serviceUnavailable('Authentication service unavailable');
@@ -162,6 +171,7 @@ export default fp<AuthPluginOptions>(
         if (error instanceof InvalidTokenError) {
           log.debug({ reason: error.message }, 'token refused');
           if (error instanceof SignatureMismatchError && error.issuer === ownIssuer) warnOfWrongSecret(log);
+          if (error instanceof SecretMissingError && error.issuer === ownIssuer) warnOfMissingSecret(log);
           throw unauthorized();
         }
         if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);
