@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseConfig, withoutEmptyValues } from '../src/config.ts';
+import { type Config, parseConfig, resetPasswordUrl, withoutEmptyValues } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { devOwnerUrl } from './owner-hint.ts';
 import type { AuthServer } from './stack/auth-server.ts';
+import type { AuthSettings } from './stack/supabase-config.ts';
 import { ROOT } from './stack/database.ts';
 import type { MailSink } from './stack/mail-sink.ts';
 
@@ -50,6 +51,16 @@ export async function devSecrets(): Promise<DevSecrets> {
  * .env says otherwise (unset NODE_ENV means production, src/config.ts); a
  * variable set to nothing (as .env.example leaves many) is unset.
  */
+/**
+ * supabase/config.toml's auth settings, allowing the reset link of the front
+ * end .env names: the auth server sends a reset link only to an address it
+ * allows (any on loopback, else those listed), and otherwise to its site URL,
+ * which is no page of ours.
+ */
+export function withFrontEnd(auth: AuthSettings, frontEnd: Pick<Config, 'FRONTEND_URL' | 'CORS_ORIGIN'>): AuthSettings {
+  return { ...auth, redirectUrls: [...new Set([...auth.redirectUrls, resetPasswordUrl(frontEnd)])] };
+}
+
 export function serverEnv(given: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { NODE_ENV: 'development', ...withoutEmptyValues(given) };
 }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { ConfigError, DEFAULT_CORS_ORIGIN, parseSettings } from '../src/config.ts';
-import { checkServerConfig, DEV_PORTS, devSecrets, serverEnv, withStack } from './dev-env.ts';
+import { checkServerConfig, DEV_PORTS, devSecrets, serverEnv, withFrontEnd, withStack } from './dev-env.ts';
 import { AUTH_BIN_VARIABLE, AuthBinaryError, findAuthBinary } from './stack/auth-server.ts';
 import { MigrationError, ROOT } from './stack/database.ts';
 import { ensurePortFree } from './stack/free-port.ts';
@@ -60,13 +60,14 @@ async function main() {
 
   try {
     // Read through the service's parser; `env` itself goes to the server, which parses all of it.
-    const settings = parseSettings(given, ['SUPABASE_URL', 'DATABASE_URL', 'PORT', 'HOST']);
+    const settings = parseSettings(given, ['SUPABASE_URL', 'DATABASE_URL', 'PORT', 'HOST', 'FRONTEND_URL', 'CORS_ORIGIN']);
     port = settings.PORT ?? port;
     host = settings.HOST ?? host;
     if (settings.SUPABASE_URL && !settings.DATABASE_URL) {
       console.error('npm run dev: SUPABASE_URL is set but DATABASE_URL is not: give the project database URL too (see .env.example).');
       process.exit(1);
     }
+    const frontEnd = { FRONTEND_URL: settings.FRONTEND_URL, CORS_ORIGIN: settings.CORS_ORIGIN ?? DEFAULT_CORS_ORIGIN };
     const local = !settings.SUPABASE_URL;
     const binary = local ? findAuthBinary(env) : undefined;
     // Checked before anything starts: the server would find them only once
@@ -87,6 +88,7 @@ async function main() {
               jwtSecret: secrets.SUPABASE_JWT_SECRET,
               gatewayPort: DEV_PORTS.gateway,
               oidc: { port: DEV_PORTS.oidcIssuer, clientSecret: secrets.OIDC_CLIENT_SECRET },
+              adjust: (auth) => withFrontEnd(auth, frontEnd),
             }
           : undefined,
         log: (line) => console.log(`  ${line}`),

@@ -212,7 +212,14 @@ export function parseSettings(env: Env, names: readonly (keyof Settings)[]): Par
   return parseWith(SettingsSchema.partial(), named);
 }
 
-/** The front end's origin, which links in e-mails point at. */
-export function frontendUrl(config: Config): string {
+type FrontEndSettings = Pick<Config, 'FRONTEND_URL' | 'CORS_ORIGIN'>;
+
+/** The front end's address, which links in e-mails point at. */
+export function frontendUrl(config: FrontEndSettings): string {
   return config.FRONTEND_URL ?? config.CORS_ORIGIN;
+}
+
+/** Where a password-reset e-mail's link leads: the front end's /reset-password, below FRONTEND_URL's own path. */
+export function resetPasswordUrl(config: FrontEndSettings): string {
+  return `${frontendUrl(config).replace(/\/+$/, '')}/reset-password`;
 }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { checkServerConfig, type DevSecrets, serverEnv, type StackValues, withStack } from '../scripts/dev-env.ts';
+import { checkServerConfig, type DevSecrets, serverEnv, type StackValues, withFrontEnd, withStack } from '../scripts/dev-env.ts';
+import { readAuthSettings } from '../scripts/stack/supabase-config.ts';
+import { DEFAULT_CORS_ORIGIN, resetPasswordUrl } from '../src/config.ts';
 import { apiAddress } from '../scripts/dev.ts';
 import { grantRoleCommand } from '../scripts/owner-hint.ts';
 
@@ -63,6 +65,18 @@ describe('npm run dev: the API environment', () => {
       DATABASE_OWNER_URL: STACK.databaseUrl,
       SMTP_URL: 'smtp://127.0.0.1:54325',
     });
+  });
+});
+
+describe('npm run dev: where reset links lead', () => {
+  it("the front end's /reset-password, below FRONTEND_URL's path; the auth server of the local stack allows it", async () => {
+    expect(resetPasswordUrl({ FRONTEND_URL: 'https://example.org/portfolio/', CORS_ORIGIN: DEFAULT_CORS_ORIGIN })).toBe('https://example.org/portfolio/reset-password');
+    expect(resetPasswordUrl({ FRONTEND_URL: undefined, CORS_ORIGIN: DEFAULT_CORS_ORIGIN })).toBe('http://localhost:5173/reset-password');
+    const fromConfig = await readAuthSettings();
+    const allowed = withFrontEnd(fromConfig, { FRONTEND_URL: 'https://portfolio.example.org', CORS_ORIGIN: DEFAULT_CORS_ORIGIN }).redirectUrls;
+    expect(allowed).toEqual([...fromConfig.redirectUrls, 'https://portfolio.example.org/reset-password']);
+    // The default front end is listed once.
+    expect(withFrontEnd(fromConfig, { FRONTEND_URL: undefined, CORS_ORIGIN: DEFAULT_CORS_ORIGIN }).redirectUrls).toEqual(fromConfig.redirectUrls);
   });
 });
 

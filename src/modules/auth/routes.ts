@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { frontendUrl, type Config } from '../../config.ts';
+import { type Config, resetPasswordUrl } from '../../config.ts';
 import { AppError, badRequest, unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PasswordSchema } from '../../lib/schemas.ts';
 import { bearerToken } from '../../plugins/auth.ts';
@@ -24,7 +24,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
   const auth = createAuthService({
     supabase: app.supabase,
     db: app.db,
-    resetRedirectUrl: new URL('/reset-password', frontendUrl(config)).toString(),
+    resetRedirectUrl: resetPasswordUrl(config),
     linkProviders: config.AUTH_LINK_PROVIDERS,
     forgetSession: app.forgetSession,
     claims: app.exclusiveClaims,
