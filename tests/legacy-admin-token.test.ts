@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -53,5 +55,40 @@ describe('legacy admin token lifetime', () => {
     expect(() => parseConfig(env)).toThrow(ConfigError);
     expect(() => parseConfig(env)).toThrow(/^Invalid configuration: ADMIN_JWT_SECRET is invalid \([^\n]*32 bytes[^\n]*\)$/);
     expect(parseConfig({ ...env, ADMIN_JWT_SECRET: 'x'.repeat(32) }).ADMIN_JWT_SECRET).toBe('x'.repeat(32));
+  });
+});
+
+describe('npm run admin-token', () => {
+  function adminTokenCommand(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    return new Promise((resolve) =>
+      execFile(
+        process.execPath,
+        [path.resolve(import.meta.dirname, '../scripts/admin-token.ts'), ...args],
+        { env: { PATH: process.env.PATH ?? '', ...env }, cwd: '/' },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code) : 0, stdout, stderr }),
+      ),
+    );
+  }
+
+  it('signs with ADMIN_JWT_SECRET and says so on stderr, the token alone on stdout; the API takes it', async () => {
+    const app = await buildTestApp();
+    try {
+      const signed = await adminTokenCommand({ ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET }, 'ops-1');
+      expect(signed.code, signed.stderr).toBe(0);
+      expect(signed.stderr).toBe('signed with ADMIN_JWT_SECRET; valid for 24 hours\n');
+      const list = await app.inject({ method: 'GET', url: '/api/feedback/get-feedback', headers: { authorization: `Bearer ${signed.stdout.trim()}` } });
+      expect(list.statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it("with a hosted project's SUPABASE_URL and no ADMIN_JWT_SECRET, refuses (exit 2) instead of signing with the local stack's secret", async () => {
+    const refused = await adminTokenCommand({ SUPABASE_URL: 'https://project.supabase.co' }, 'ops-1');
+    expect(refused).toEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'ADMIN_JWT_SECRET is not set: put it in .env (the server must have the same one), or, without SUPABASE_URL, run `npm run dev` once to create the local secrets.\n',
+    });
   });
 });
