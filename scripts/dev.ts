@@ -132,7 +132,12 @@ async function main() {
     ['API docs', `${base}/docs`],
     // The one setting a front end must match: a page from another origin (127.0.0.1 for localhost, another port) is refused by the browser.
     ['Front end', `${env.CORS_ORIGIN ?? DEFAULT_CORS_ORIGIN}   (CORS_ORIGIN: the one origin browsers may call from; rate limits as in production, RATE_LIMIT_* in .env raise them)`],
-    ['Dashboard', `${base}/admin/status   (first admin: sign up, then ${grantRoleCommand(given, stack?.databaseUrl)})`],
+    [
+      'Dashboard',
+      stack && !stack.auth
+        ? `${base}/admin/status   (signing in needs accounts, and so Supabase Auth)`
+        : `${base}/admin/status   (first admin: sign up, then ${grantRoleCommand(given, stack?.databaseUrl)})`,
+    ],
     ...status,
   ];
   const width = Math.max(...lines.map(([name]) => name.length));

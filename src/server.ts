@@ -1,5 +1,6 @@
 import { buildApp, VERSION } from './app.ts';
 import { type Config, ConfigError, parseConfig } from './config.ts';
+import { nodeVersionWarning } from './lib/node-version.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
 import { createCountryLookup } from './modules/analytics/geo.ts';
 
@@ -111,6 +112,8 @@ async function main() {
     await app.listen({ port: config.PORT, host: config.HOST });
     // Which build and which rules (production's or not) this process runs, for whoever reads its log.
     app.log.info({ version: VERSION, nodeEnv: config.NODE_ENV, node: process.version }, 'portfolio-backend started');
+    const nodeWarning = nodeVersionWarning(process.version);
+    if (nodeWarning) app.log.warn(nodeWarning);
   } catch (error) {
     const line = listenFailure(error, config.PORT, config.HOST);
     if (!line) throw error;
