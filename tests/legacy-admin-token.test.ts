@@ -5,7 +5,7 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
-import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 
 // The legacy admin token (SPEC 5.5) lives 24 hours. A token signed with the
 // right secret but without `iat`, or living longer, is refused: a leaked
@@ -78,6 +78,16 @@ describe('npm run admin-token', () => {
       expect(signed.stderr).toBe('signed with ADMIN_JWT_SECRET; valid for 24 hours\n');
       const list = await app.inject({ method: 'GET', url: '/api/feedback/get-feedback', headers: { authorization: `Bearer ${signed.stdout.trim()}` } });
       expect(list.statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a server without ADMIN_JWT_SECRET says at start that it refuses legacy admin tokens', async () => {
+    const { app, lines } = await buildTestAppWithLog({ ADMIN_JWT_SECRET: '' }, 'warn');
+    try {
+      const said = lines.map((line) => JSON.parse(line).msg).filter((msg) => msg.includes('ADMIN_JWT_SECRET'));
+      expect(said).toEqual(['ADMIN_JWT_SECRET is not set: legacy admin tokens (npm run admin-token) are all refused (401); set it, or LEGACY_ADMIN_TOKEN=off']);
     } finally {
       await app.close();
     }

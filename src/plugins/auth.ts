@@ -109,6 +109,11 @@ export default fp<AuthPluginOptions>(
       anonKey: config.SUPABASE_ANON_KEY,
       adminJwtSecret: config.LEGACY_ADMIN_TOKEN === 'on' ? config.ADMIN_JWT_SECRET : undefined,
     });
+    // Production refuses to start so (config-production.ts); elsewhere (npm run dev against a hosted
+    // project, say) every legacy token was refused with nothing in the log to say why.
+    if (config.LEGACY_ADMIN_TOKEN === 'on' && !config.ADMIN_JWT_SECRET) {
+      app.log.warn('ADMIN_JWT_SECRET is not set: legacy admin tokens (npm run admin-token) are all refused (401); set it, or LEGACY_ADMIN_TOKEN=off');
+    }
     // Sessions seen open, each trusted for sessionCacheMs. Bounded: a flood of
     // distinct valid sessions cannot grow it without end (the oldest go first).
     const seenAlive = new LRUCache<string, true>({ max: sessionCacheMax, ttl: sessionCacheMs });
