@@ -4,7 +4,7 @@ import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { FeedbackSchema, ListFeedbackResponseSchema } from '../src/modules/feedback/schemas.ts';
 import { createWebsite, feedbackBody, ISO_MS, pngDataUrl } from './support/feedback-fixtures.ts';
-import { testSql, untilWaitingOnLock } from './support/db.ts';
+import { openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
 
 // Feedback routes (SPEC section 4) through the app against the real database.
 // Test apps run no notification worker unless asked (FEEDBACK_OUTBOX_WORKER);
@@ -193,19 +193,14 @@ describe('POST /api/feedback (public submission)', () => {
 
   it('a submission checked while its website is being marked for deletion waits for the mark, and is refused', async () => {
     const websiteId = await createWebsite(sql);
-    const markWritten = Promise.withResolvers<void>();
-    const commitMark = Promise.withResolvers<void>();
     // What begin_website_deletion writes, committed only once the submission is under way.
-    const mark = sql.begin(async (tx) => {
-      await tx`update public.websites set deletion_started_at = now(), api_key_hash = sha256(uuid_send(gen_random_uuid())) where id = ${websiteId}`;
-      markWritten.resolve();
-      await commitMark.promise;
-    });
-    await markWritten.promise;
+    const mark = await openTransaction(
+      sql,
+      (tx) => tx`update public.websites set deletion_started_at = now(), api_key_hash = sha256(uuid_send(gen_random_uuid())) where id = ${websiteId}`,
+    );
     const submission = submit(feedbackBody({ websiteId }));
     expect(await untilWaitingOnLock(sql, 'insert into public.feedback')).toBe(true);
-    commitMark.resolve();
-    await mark;
+    await mark.commit();
     expect((await submission).json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { websiteId: ['Website not found'] } });
     expect(await sql`select id from public.feedback where website_id = ${websiteId}`).toEqual([]);
   });

@@ -3,7 +3,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
-import { asUser, createAuthUser, grantRole, testSql, untilWaitingOnLock } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // /api/userRoles, the role-change record, and the last-admin rule. The rule
@@ -107,19 +107,11 @@ describe('/api/userRoles', () => {
 
   it('an account deleted while its roles are being set: 404 User not found, as once it is gone', async () => {
     const user = await createAuthUser(sql);
-    const deleted = Promise.withResolvers<void>();
-    const commitDeletion = Promise.withResolvers<void>();
-    const deletion = sql.begin(async (tx) => {
-      await tx`delete from auth.users where id = ${user.id}`;
-      deleted.resolve();
-      await commitDeletion.promise;
-    });
-    await deleted.promise;
+    const deletion = await openTransaction(sql, (tx) => tx`delete from auth.users where id = ${user.id}`);
     // The account is still there for the request's first read; its grant waits on the deletion.
     const setting = setRoles(user.id, ['editor']);
     expect(await untilWaitingOnLock(sql, 'insert into public.user_roles')).toBe(true);
-    commitDeletion.resolve();
-    await deletion;
+    await deletion.commit();
     const notFound = { success: false, error: 'User not found', statusCode: 404 };
     expect((await setting).json()).toEqual(notFound);
     expect((await setRoles(user.id, ['editor'])).json()).toEqual(notFound);

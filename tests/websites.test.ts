@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebsitesService } from '../src/modules/websites/service.ts';
 import { buildTestApp } from './support/app.ts';
 import { ANALYTICS_TABLES, adminToken, createWebsite } from './support/analytics.ts';
-import { asUser, createAuthUser, grantRole, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, openTransaction, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
 
 // Websites (issue 5) over HTTP with the legacy admin token (Supabase user
 // sessions need the auth server, which this stack cannot run), and the same
@@ -356,19 +356,12 @@ describe('deleting a website with many events', () => {
       await sql`update public.websites set deletion_started_at = now() where id = ${site.id}`;
       const rollupsBefore = await rowsLeft(site.id);
       for (let round = 1; round <= 3; round += 1) {
-        const firstDeleted = Promise.withResolvers<number>();
-        const commitFirst = Promise.withResolvers<void>();
-        const first = sql.begin(async (tx) => {
-          const [row] = await tx<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 100) as deleted`;
-          firstDeleted.resolve(row.deleted);
-          await commitFirst.promise;
-        });
-        expect(await firstDeleted.promise).toBe(100);
+        const first = await openTransaction(sql, (tx) => tx<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 100) as deleted`);
+        expect(first.result[0].deleted).toBe(100);
         // The second call comes while the first holds its batch uncommitted (the same first rows are the ones it would pick).
         const second = sql<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 100) as deleted`.execute();
         expect(await untilWaitingOnLock(sql, 'delete_website_batch')).toBe(true);
-        commitFirst.resolve();
-        await first;
+        await first.commit();
         expect((await second)[0].deleted).toBe(100);
         expect(await rowsLeft(site.id)).toEqual({ ...rollupsBefore, analytics_events: 3_000 - round * 200 });
       }

@@ -38,6 +38,28 @@ export async function createAuthUser(
   return { id, email: email ?? '', name };
 }
 
+/**
+ * Runs `write` in a transaction that stays open, its locks held, until
+ * `commit()`: a writer caught mid-transaction, for what others do meanwhile.
+ */
+export async function openTransaction<T>(sql: postgres.Sql, write: (tx: postgres.TransactionSql) => Promise<T>): Promise<{ result: T; commit(): Promise<void> }> {
+  const written = Promise.withResolvers<T>();
+  const committing = Promise.withResolvers<void>();
+  const transaction = sql.begin(async (tx) => {
+    written.resolve(await write(tx));
+    await committing.promise;
+  });
+  transaction.catch(written.reject);
+  const result = await written.promise;
+  return {
+    result,
+    async commit() {
+      committing.resolve();
+      await transaction;
+    },
+  };
+}
+
 /** Waits until a backend of this database waits on a lock while running a statement that contains `text`; false after `timeoutMs`. */
 export async function untilWaitingOnLock(sql: postgres.Sql, text: string, timeoutMs = 5_000): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
