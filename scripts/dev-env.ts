@@ -47,11 +47,6 @@ export async function devSecrets(): Promise<DevSecrets> {
 }
 
 /**
- * The server's environment before the stack fills it: development unless
- * .env says otherwise (unset NODE_ENV means production, src/config.ts); a
- * variable set to nothing (as .env.example leaves many) is unset.
- */
-/**
  * supabase/config.toml's auth settings, allowing the reset link of the front
  * end .env names: the auth server sends a reset link only to an address it
  * allows (any on loopback, else those listed), and otherwise to its site URL,
@@ -61,6 +56,11 @@ export function withFrontEnd(auth: AuthSettings, frontEnd: Pick<Config, 'FRONTEN
   return { ...auth, redirectUrls: [...new Set([...auth.redirectUrls, resetPasswordUrl(frontEnd)])] };
 }
 
+/**
+ * The server's environment before the stack fills it: development unless
+ * .env says otherwise (unset NODE_ENV means production, src/config.ts); a
+ * variable set to nothing (as .env.example leaves many) is unset.
+ */
 export function serverEnv(given: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return { NODE_ENV: 'development', ...withoutEmptyValues(given) };
 }

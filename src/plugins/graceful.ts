@@ -36,7 +36,7 @@ declare module 'fastify' {
 const isStream = (payload: unknown) => typeof (payload as { pipe?: unknown } | null)?.pipe === 'function';
 
 /** Characters (or bytes) above which an answer may not fit in the sockets' buffers at once. */
-export const LARGE_ANSWER_CHARS = 64 * 1024;
+const LARGE_ANSWER_CHARS = 64 * 1024;
 
 const sizeOf = (payload: unknown) =>
   typeof payload === 'string' ? payload.length : payload instanceof Uint8Array ? payload.byteLength : 0;
