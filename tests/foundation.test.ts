@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import Fastify, { type FastifyInstance } from 'fastify';
 import errorsPlugin, { PATH_MATCHING } from '../src/plugins/errors.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
-import { buildTestApp, testConfig } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog, testConfig } from './support/app.ts';
 
 const FRONTEND = 'http://localhost:5173';
 
@@ -560,13 +560,17 @@ describe('a request arriving on an open connection while the server closes', () 
 });
 
 describe('health with the database unreachable', () => {
-  it('answers 503 with status error', async () => {
+  it('answers 503 with status error; the error is logged once a minute, however often it is asked', async () => {
     // Nothing listens on port 1: every connection is refused.
-    const app = await buildTestApp({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    const { app, lines } = await buildTestAppWithLog({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' }, 'info');
     try {
-      const response = await app.inject({ method: 'GET', url: '/health' });
-      expect(response.statusCode).toBe(503);
-      expect(response.json()).toMatchObject({ success: false, status: 'error', statusCode: 503 });
+      for (let poll = 0; poll < 3; poll += 1) {
+        const response = await app.inject({ method: 'GET', url: '/health' });
+        expect(response.statusCode).toBe(503);
+        expect(response.json()).toMatchObject({ success: false, status: 'error', statusCode: 503 });
+      }
+      const errors = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'health check: database unreachable');
+      expect(errors.map((entry) => entry.level)).toEqual([50]);
     } finally {
       await app.close();
     }
