@@ -101,6 +101,16 @@ export interface AuthPluginOptions {
   sessionCacheMax?: number;
 }
 
+/** A warning logged at most once a minute, however often its cause comes back (each user's request, say). */
+function warnOncePerMinute(message: string): (log: FastifyBaseLogger) => void {
+  let warnedAt = Number.NEGATIVE_INFINITY;
+  return (log) => {
+    if (Date.now() - warnedAt < 60_000) return;
+    warnedAt = Date.now();
+    log.warn(message);
+  };
+}
+
 export default fp<AuthPluginOptions>(
   async function authPlugin(app: FastifyInstance, { config, sessionCacheMs = 5_000, sessionCacheMax = 10_000 }) {
     const verify = createTokenVerifier({
@@ -124,23 +134,20 @@ export default fp<AuthPluginOptions>(
     // auth server as its issuer and fails is a forgery (anyone can write that `iss`), no reason to
     // have the operator change a working setting.
     const ownIssuer = config.SUPABASE_URL ? `${config.SUPABASE_URL.replace(/\/+$/, '')}/auth/v1` : undefined;
-    let warnedOfWrongSecretAt = 0;
     let userTokenVerifiedAt = Number.NEGATIVE_INFINITY;
+    const warnOfWrongSecretNow = warnOncePerMinute(
+      "a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's (its tokens are all refused, 401)",
+    );
     const warnOfWrongSecret = (log: FastifyBaseLogger) => {
       if (Date.now() - userTokenVerifiedAt < SECRET_PROVEN_FOR_MS) return;
-      if (Date.now() - warnedOfWrongSecretAt < 60_000) return;
-      warnedOfWrongSecretAt = Date.now();
-      log.warn("a token of SUPABASE_URL's auth server failed its signature check: SUPABASE_JWT_SECRET is probably not that project's (its tokens are all refused, 401)");
+      warnOfWrongSecretNow(log);
     };
 
     // Tokens of ours signed with the project's legacy secret, and no secret given: with only the
     // JWKS to go by (which publishes no such key), every user is refused and the operator is told why.
-    let warnedOfMissingSecretAt = 0;
-    const warnOfMissingSecret = (log: FastifyBaseLogger) => {
-      if (Date.now() - warnedOfMissingSecretAt < 60_000) return;
-      warnedOfMissingSecretAt = Date.now();
-      log.warn("a token of SUPABASE_URL's auth server is signed with the project's JWT secret (HS256) and SUPABASE_JWT_SECRET is not set: its tokens are all refused (401)");
-    };
+    const warnOfMissingSecret = warnOncePerMinute(
+      "a token of SUPABASE_URL's auth server is signed with the project's JWT secret (HS256) and SUPABASE_JWT_SECRET is not set: its tokens are all refused (401)",
+    );
 
     const signingKeysUnavailable = (error: KeySourceUnavailableError, log: FastifyBaseLogger) => {
       log.error({ reason: error.message }, 'signing keys (JWKS) unavailable');
