@@ -7,7 +7,7 @@ import { buildApp } from '../src/app.ts';
 import { MAX_STREAMS_PER_ADMIN } from '../src/modules/admin/status/routes.ts';
 import { testConfig, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
-import { createAuthUser, grantRole } from './support/db.ts';
+import { createAuthUser, grantRole, openSession } from './support/db.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { floodingDashboardApp } from './support/flooding-dashboard.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
@@ -16,9 +16,9 @@ import { createPrivateDatabase } from './support/private-database.ts';
 // re-checks its admin's session and role, so a signed-out or demoted admin's
 // stream ends, and one admin holds at most a few streams.
 //
-// auth.sessions belongs to the auth server, which cannot be built here; this
-// file's own database gets the table in the shape the auth server gives it,
-// so sessions can be opened and ended the way the auth server does.
+// auth.sessions belongs to the auth server; this file's own database gets the
+// table in the shape the auth server gives it (openSession), so sessions can be
+// opened and ended the way the auth server does.
 
 const encoder = new TextEncoder();
 const RECHECK_MS = 200;
@@ -30,10 +30,6 @@ let base: string;
 beforeAll(async () => {
   database = await createPrivateDatabase('streams');
   sql = postgres(database.url, { max: 2, onnotice: () => {} });
-  await sql`
-    create table if not exists auth.sessions (
-      id uuid primary key, user_id uuid not null references auth.users (id) on delete cascade,
-      created_at timestamptz, updated_at timestamptz, not_after timestamptz)`;
   app = await buildApp({ config: testConfig({ DATABASE_URL: database.url, ADMIN_STREAM_RECHECK_MS: String(RECHECK_MS) }) });
   const address = await app.listen({ host: '127.0.0.1', port: 0 });
   base = address.startsWith('http') ? address : `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
@@ -51,8 +47,7 @@ afterAll(async () => {
 async function adminSession(): Promise<{ userId: string; sessionId: string; authorization: string }> {
   const user = await createAuthUser(sql);
   await grantRole(sql, user.id, 'admin');
-  const sessionId = crypto.randomUUID();
-  await sql`insert into auth.sessions (id, user_id, created_at, updated_at) values (${sessionId}, ${user.id}, now(), now())`;
+  const sessionId = await openSession(sql, user.id);
   const token = await new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: sessionId, email: user.email })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
     .setSubject(user.id)
@@ -156,11 +151,12 @@ describe('/admin/status/stream re-checks its admin', () => {
 describe('/admin/status/stream and a client that leaves while it is authorized', () => {
   it('opens no stream for it: the admin’s open tabs keep their places', async () => {
     const admin = await adminSession();
-    const tabs = [await openStream(admin.authorization), await openStream(admin.authorization)];
+    // One place short of the limit: the departed client's stream, had it been counted, would take the last.
+    const tabs = [];
+    for (let tab = 1; tab < MAX_STREAMS_PER_ADMIN; tab += 1) tabs.push(await openStream(admin.authorization));
     // A second session of the same admin, not yet seen alive: its check reads
     // auth.sessions, which a held lock keeps waiting while the client leaves.
-    const sessionId = crypto.randomUUID();
-    await sql`insert into auth.sessions (id, user_id, created_at, updated_at) values (${sessionId}, ${admin.userId}, now(), now())`;
+    const sessionId = await openSession(sql, admin.userId);
     const token = await new SignJWT({ role: 'authenticated', aud: 'authenticated', session_id: sessionId })
       .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
       .setSubject(admin.userId)
@@ -189,7 +185,7 @@ describe('/admin/status/stream and a client that leaves while it is authorized',
       await new Promise((resolve) => setTimeout(resolve, 100));
       releaseLock();
       await waitFor(async () => !(await waitingOnLock()), 5_000, 'the check to end');
-      // A third tab: with the departed client's stream counted, it pushed out the first.
+      // The last place: with the departed client's stream counted, this tab would push out the first.
       tabs.push(await openStream(admin.authorization));
       for (const tab of tabs) expect(await tab.endedWithin(500)).toBe('still open');
     } finally {

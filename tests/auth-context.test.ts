@@ -1,8 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { SignJWT, UnsecuredJWT } from 'jose';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { createAuthUser, openSession } from './support/db.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
 
 // The auth context refuses every token it cannot trust before any handler
 // runs. Guards are exercised on stand-in routes; feature modules test their
@@ -48,16 +51,31 @@ describe('auth context', () => {
   });
 
   it('refuses forged Supabase tokens: wrong secret, alg none, expired, another audience', async () => {
-    const userId = crypto.randomUUID();
-    const forged = [
-      await supabaseToken({ sub: userId }, 'some-other-projects-secret-0123456789abcdef'),
-      new UnsecuredJWT({ sub: userId, role: 'authenticated', aud: 'authenticated' }).setExpirationTime('1h').encode(),
-      await supabaseToken({ sub: userId }, TEST_JWT_SECRET, Math.floor(Date.now() / 1000) - 3600),
-      await supabaseToken({ sub: userId, aud: 'another-project' }),
-    ];
-    for (const token of forged) {
-      expect((await get('/t/viewer', token)).statusCode).toBe(401);
-      expect((await get('/t/user', token)).statusCode).toBe(401);
+    // The forged tokens name a live session, which the same claims signed as the auth server signs
+    // them open: only the token's own checks can refuse them, not the session lookup after them.
+    const database = await createPrivateDatabase('forged');
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    const ownApp = await buildTestApp({ DATABASE_URL: database.url }, routes);
+    try {
+      const user = await createAuthUser(sql);
+      const claims = { sub: user.id, session_id: await openSession(sql, user.id) };
+      const getOwn = (url: string, token: string) => ownApp.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}` } });
+      expect((await getOwn('/t/user', await supabaseToken(claims))).statusCode).toBe(200);
+      const forged = [
+        await supabaseToken(claims, 'some-other-projects-secret-0123456789abcdef'),
+        new UnsecuredJWT({ ...claims, role: 'authenticated', aud: 'authenticated' }).setExpirationTime('1h').encode(),
+        await supabaseToken(claims, TEST_JWT_SECRET, Math.floor(Date.now() / 1000) - 3600),
+        await supabaseToken({ ...claims, aud: 'another-project' }),
+      ];
+      for (const token of forged) {
+        for (const url of ['/t/viewer', '/t/user']) {
+          expect((await getOwn(url, token)).json(), url).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+        }
+      }
+    } finally {
+      await ownApp.close();
+      await sql.end();
+      await database.drop();
     }
   });
 

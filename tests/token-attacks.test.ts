@@ -2,8 +2,10 @@ import { createHmac } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import fc from 'fast-check';
 import { SignJWT, UnsecuredJWT } from 'jose';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestAppWithLog, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { createAuthUser, openSession } from './support/db.ts';
+import { usePrivateDatabase } from './support/private-database.ts';
 
 // Token attacks on every route whose OpenAPI operation says it needs a Bearer
 // token: each forged, expired, confused or malformed token is refused with
@@ -28,43 +30,49 @@ function hmacSigned(alg: string, claims: Record<string, unknown>, secret: string
 /** The classic confusion: an RS256 header over an HMAC of the project secret. */
 const rs256HeaderHmacSignature = (claims: Record<string, unknown>, secret: string) => hmacSigned('RS256', claims, secret);
 
-const supabaseClaims = () => ({
-  sub: crypto.randomUUID(),
+/** A user and a session of theirs that is open: claims that name it are refused only by the token's own checks. */
+interface LiveSession {
+  sub: string;
+  session_id: string;
+}
+
+const liveClaims = (live: LiveSession) => ({
+  sub: live.sub,
   aud: 'authenticated',
   role: 'authenticated',
-  session_id: crypto.randomUUID(),
+  session_id: live.session_id,
   iat: now(),
   exp: now() + 3600,
 });
 
-async function attacks(): Promise<Record<string, string | undefined>> {
+async function attacks(live: LiveSession): Promise<Record<string, string | undefined>> {
   const otherSecret = 'attacker-controlled-secret-0123456789abcdef';
-  const { session_id: _dropped, ...withoutSession } = supabaseClaims();
+  const { session_id: _dropped, ...withoutSession } = liveClaims(live);
   const legacy = { admin: true, userId: 'ops', iat: now(), exp: now() + 3600 };
   return {
     'no token': undefined,
     garbage: 'garbage',
     'three dots': 'a.b.c',
-    'alg none': new UnsecuredJWT(supabaseClaims()).encode(),
+    'alg none': new UnsecuredJWT(liveClaims(live)).encode(),
     'alg none legacy admin': new UnsecuredJWT(legacy).encode(),
-    'wrong key': await sign(supabaseClaims(), otherSecret),
-    expired: await sign({ ...supabaseClaims(), iat: now() - 7200, exp: now() - 3600 }, TEST_JWT_SECRET),
-    'not yet valid': await sign({ ...supabaseClaims(), nbf: now() + 3600 }, TEST_JWT_SECRET),
-    'another audience': await sign({ ...supabaseClaims(), aud: 'some-other-project' }, TEST_JWT_SECRET),
+    'wrong key': await sign(liveClaims(live), otherSecret),
+    expired: await sign({ ...liveClaims(live), iat: now() - 7200, exp: now() - 3600 }, TEST_JWT_SECRET),
+    'not yet valid': await sign({ ...liveClaims(live), nbf: now() + 3600 }, TEST_JWT_SECRET),
+    'another audience': await sign({ ...liveClaims(live), aud: 'some-other-project' }, TEST_JWT_SECRET),
     'no session id': await sign(withoutSession, TEST_JWT_SECRET),
     // Signed with the project's secret, so only its holder could make them; the auth server never does.
-    'a subject that is no UUID': await sign({ ...supabaseClaims(), sub: 'not-a-uuid' }, TEST_JWT_SECRET),
-    'a session id that is no UUID': await sign({ ...supabaseClaims(), session_id: 'not-a-uuid' }, TEST_JWT_SECRET),
-    'expired, with a session id that is no UUID': await sign({ ...supabaseClaims(), session_id: 'not-a-uuid', iat: now() - 7200, exp: now() - 3600 }, TEST_JWT_SECRET),
+    'a subject that is no UUID': await sign({ ...liveClaims(live), sub: 'not-a-uuid' }, TEST_JWT_SECRET),
+    'a session id that is no UUID': await sign({ ...liveClaims(live), session_id: 'not-a-uuid' }, TEST_JWT_SECRET),
+    'expired, with a session id that is no UUID': await sign({ ...liveClaims(live), session_id: 'not-a-uuid', iat: now() - 7200, exp: now() - 3600 }, TEST_JWT_SECRET),
     'anon key as a user': await sign({ role: 'anon', iss: 'supabase', iat: now(), exp: now() + 3600 }, TEST_JWT_SECRET),
-    'user token signed with the admin secret': await sign(supabaseClaims(), TEST_ADMIN_JWT_SECRET),
+    'user token signed with the admin secret': await sign(liveClaims(live), TEST_ADMIN_JWT_SECRET),
     'legacy token signed with the project secret': await sign(legacy, TEST_JWT_SECRET),
     'legacy admin false': await sign({ ...legacy, admin: false }, TEST_ADMIN_JWT_SECRET),
     'legacy admin as a string': await sign({ ...legacy, admin: 'true' }, TEST_ADMIN_JWT_SECRET),
     'legacy without userId': await sign({ admin: true, iat: now(), exp: now() + 3600 }, TEST_ADMIN_JWT_SECRET),
     'legacy expired': await sign({ ...legacy, iat: now() - 90_000, exp: now() - 3600 }, TEST_ADMIN_JWT_SECRET),
     'legacy wrong key': await sign(legacy, otherSecret),
-    'RS256 header over an HS256 signature': rs256HeaderHmacSignature(supabaseClaims(), TEST_JWT_SECRET),
+    'RS256 header over an HS256 signature': rs256HeaderHmacSignature(liveClaims(live), TEST_JWT_SECRET),
   };
 }
 
@@ -74,10 +82,14 @@ describe('token attacks on every protected route', () => {
   let errors: string[];
   let routes: { method: string; url: string }[];
   let tokens: Record<string, string | undefined>;
+  let live: LiveSession;
+  const database = usePrivateDatabase('attacks');
 
   beforeAll(async () => {
-    ({ app, lines: errors } = await buildTestAppWithLog({}, 'error'));
-    tokens = await attacks();
+    ({ app, lines: errors } = await buildTestAppWithLog({ DATABASE_URL: database.url }, 'error'));
+    const user = await createAuthUser(database.sql);
+    live = { sub: user.id, session_id: await openSession(database.sql, user.id) };
+    tokens = await attacks(live);
     const document = app.swagger() as { paths: Record<string, Record<string, { security?: Record<string, unknown>[] }>> };
     routes = [];
     for (const [path, item] of Object.entries(document.paths)) {
@@ -94,10 +106,18 @@ describe('token attacks on every protected route', () => {
     expect(routes.length).toBeGreaterThanOrEqual(20);
   });
 
+  it("lets the live session's own token through: the refusals below are the tokens' own", async () => {
+    const response = await app.inject({ method: 'GET', url: '/api/users/me', headers: { authorization: `Bearer ${await sign(liveClaims(live), TEST_JWT_SECRET)}` } });
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.json().data.id).toBe(live.sub);
+  });
+
   it('refuses every attack token on every one of them with 401', async () => {
     const admitted: string[] = [];
     for (const route of routes) {
       for (const [attack, token] of Object.entries(tokens)) {
+        // An expired token of ours signs its session out (docs/accounts.md): the last test below, as it ends the live session.
+        if (route.url === '/api/auth/signout' && attack === 'expired') continue;
         const response = await app.inject({
           method: route.method as 'GET',
           url: route.url,
@@ -111,10 +131,18 @@ describe('token attacks on every protected route', () => {
         const body = response.json();
         expect(body.success).toBe(false);
         expect(body.statusCode).toBe(401);
-        expect(['Authentication required', 'No active session']).toContain(body.error);
+        // Sign-out answers every caller it cannot sign out alike.
+        expect(body.error, `${route.method} ${route.url} with ${attack}`).toBe(route.url === '/api/auth/signout' ? 'No active session' : 'Authentication required');
       }
     }
     expect(admitted, errors.join('')).toEqual([]);
+  });
+
+  it('an expired token of the live session signs it out, as designed, and its session is then refused', async () => {
+    const signOut = await app.inject({ method: 'POST', url: '/api/auth/signout', headers: { authorization: `Bearer ${tokens.expired}` }, payload: {} });
+    expect(signOut.json()).toEqual({ success: true, message: 'Signed out successfully' });
+    const after = await app.inject({ method: 'GET', url: '/api/users/me', headers: { authorization: `Bearer ${await sign(liveClaims(live), TEST_JWT_SECRET)}` } });
+    expect(after.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
   });
 
   it("refuses any claims signed with the project's key that name no live session with 401, on every route: never a 5xx", { timeout: 120_000 }, async () => {
@@ -136,16 +164,6 @@ describe('token attacks on every protected route', () => {
       },
       { requiredKeys: [] },
     );
-    // Without the auth server its tables are missing (auth.sessions is its
-    // own migrations'), so a token that passes every check reaches a session
-    // lookup this stack cannot answer: 503, with the missing table logged.
-    // Those are judged only where the auth server runs.
-    const withAuthServer = inject('stack').auth !== null;
-    const sessionsMissing = (requestId: string) =>
-      errors.some((line) => {
-        const entry = JSON.parse(line) as { requestId?: string; err?: { code?: string; message?: string } };
-        return entry.requestId === requestId && entry.err?.code === '42P01' && entry.err.message === 'relation "auth.sessions" does not exist';
-      });
     const admitted: string[] = [];
     await fc.assert(
       fc.asyncProperty(claims, fc.constantFrom(...routes), async (payload, route) => {
@@ -158,7 +176,6 @@ describe('token attacks on every protected route', () => {
           ...(route.method === 'GET' || route.method === 'DELETE' ? {} : { payload: {} }),
         });
         const body = response.json();
-        if (!withAuthServer && response.statusCode === 503 && sessionsMissing(body.requestId)) return;
         if (response.statusCode !== 401 || body.success !== false || !['Authentication required', 'No active session'].includes(body.error)) {
           admitted.push(`${route.method} ${route.url} with ${JSON.stringify(defined)}: ${response.statusCode} ${response.body.slice(0, 200)}`);
         }

@@ -9,6 +9,6 @@ export const AUTH_SUITES = [
   'the Supabase dashboard actions of tests/dashboard-admin.test.ts',
   'the dashboard sign-in of tests/admin-status.test.ts',
   'the real sessions of tests/feedback-item.test.ts',
+  'the banned admin of tests/feedback-outbox.test.ts',
   'the real sessions of tests/users.test.ts',
-  'the random claims of tests/token-attacks.test.ts that reach the session lookup',
 ];

@@ -39,6 +39,21 @@ export async function createAuthUser(
 }
 
 /**
+ * Opens a session of `userId` in auth.sessions, as a sign-in does, and returns its id. Without the
+ * auth server, a private database has no auth.sessions: it gets the table in the shape the auth
+ * server gives it (the columns public.session_is_open reads).
+ */
+export async function openSession(sql: postgres.Sql, userId: string): Promise<string> {
+  await sql`
+    create table if not exists auth.sessions (
+      id uuid primary key, user_id uuid not null references auth.users (id) on delete cascade,
+      created_at timestamptz, updated_at timestamptz, not_after timestamptz)`;
+  const sessionId = crypto.randomUUID();
+  await sql`insert into auth.sessions (id, user_id, created_at, updated_at) values (${sessionId}, ${userId}, now(), now())`;
+  return sessionId;
+}
+
+/**
  * Runs `write` in a transaction that stays open, its locks held, until
  * `commit()`: a writer caught mid-transaction, for what others do meanwhile.
  */
