@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import net, { type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
 import { csvCell, csvLine } from '../src/lib/csv.ts';
 import { legacyAdmin, refusedTokens } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, insertEvents, type TestWebsite } from './support/analytics.ts';
 import { testSql } from './support/db.ts';
+import { TEST_ADMIN_JWT_SECRET } from './support/secrets.ts';
+import { startServer } from './support/spawned-server.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 
 // CSV downloads for admins: feedback and a website's daily series, streamed
@@ -143,6 +146,55 @@ describe('exports', () => {
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-length']).toBeUndefined();
     expect(parseCsv(response.body)).toHaveLength(5001);
+  });
+});
+
+describe('an export larger than the server may hold', () => {
+  it('is streamed from the cursor: a server with a 64 MiB heap sends 120 MB of feedback in full', { timeout: 120_000 }, async () => {
+    // Read into memory before it is written, the export would end the process (heap out of memory).
+    const port = await freePort();
+    const server = startServer({
+      NODE_ENV: 'development',
+      NODE_OPTIONS: '--max-old-space-size=64',
+      DATABASE_URL: inject('stack').databaseUrl,
+      ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+    });
+    const base = `http://127.0.0.1:${port}`;
+    let websiteId: string | undefined;
+    try {
+      await waitFor(async () => (await fetch(`${base}/health`).catch(() => undefined))?.ok === true, 20_000, `the server to start:\n${server.output()}`);
+      const admin = await legacyAdmin();
+      const created = await fetch(`${base}/api/websites`, {
+        method: 'POST',
+        headers: { ...admin, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'Larger than the heap', domain: `${randomUUID().slice(0, 8)}.example.test` }),
+      });
+      const website = ((await created.json()) as { data: { id: string } }).data.id;
+      websiteId = website;
+      const COMMENT_CHARS = 20_000;
+      await sql`
+        insert into public.feedback (name, email, comment, rating, website_id)
+        select 'Bulk ' || g, 'bulk@example.test', repeat('A long comment. ', ${COMMENT_CHARS / 16}), 3, ${website}
+          from generate_series(1, 6000) g`;
+
+      const response = await fetch(`${base}/api/feedback/export?websiteId=${website}`, { headers: admin });
+      expect(response.status).toBe(200);
+      let bytes = 0;
+      let lineEnds = 0;
+      for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+        bytes += chunk.byteLength;
+        for (const byte of chunk) if (byte === 10) lineEnds += 1;
+      }
+      expect(lineEnds).toBe(6001);
+      expect(bytes).toBeGreaterThan(6000 * COMMENT_CHARS);
+      expect(server.child.exitCode).toBeNull();
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+      if (websiteId) await sql`delete from public.feedback where website_id = ${websiteId}`;
+    }
   });
 });
 
