@@ -164,7 +164,9 @@ describe('an export larger than the server may hold', () => {
     const base = `http://127.0.0.1:${port}`;
     let websiteId: string | undefined;
     try {
-      await waitFor(async () => (await fetch(`${base}/health`).catch(() => undefined))?.ok === true, 20_000, `the server to start:\n${server.output()}`);
+      await waitFor(async () => (await fetch(`${base}/health`).catch(() => undefined))?.ok === true, 20_000, 'the server to start').catch((error: Error) => {
+        throw new Error(`${error.message}\n${server.output()}`);
+      });
       const admin = await legacyAdmin();
       const created = await fetch(`${base}/api/websites`, {
         method: 'POST',
@@ -172,7 +174,7 @@ describe('an export larger than the server may hold', () => {
         body: JSON.stringify({ name: 'Larger than the heap', domain: `${randomUUID().slice(0, 8)}.example.test` }),
       });
       const website = ((await created.json()) as { data: { id: string } }).data.id;
-      websiteId = website;
+      websiteId = website; // for the clean-up
       const COMMENT_CHARS = 20_000;
       await sql`
         insert into public.feedback (name, email, comment, rating, website_id)
