@@ -9,7 +9,7 @@ import { buildTestApp } from './support/app.ts';
 import { createWebsite, insertEvents, type TestWebsite } from './support/analytics.ts';
 import { testSql } from './support/db.ts';
 import { TEST_ADMIN_JWT_SECRET } from './support/secrets.ts';
-import { startServer } from './support/spawned-server.ts';
+import { startServer, untilHealthy } from './support/spawned-server.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 
 // CSV downloads for admins: feedback and a website's daily series, streamed
@@ -164,9 +164,7 @@ describe('an export larger than the server may hold', () => {
     const base = `http://127.0.0.1:${port}`;
     let websiteId: string | undefined;
     try {
-      await waitFor(async () => (await fetch(`${base}/health`).catch(() => undefined))?.ok === true, 20_000, 'the server to start').catch((error: Error) => {
-        throw new Error(`${error.message}\n${server.output()}`);
-      });
+      await untilHealthy(server, base, 20_000);
       const admin = await legacyAdmin();
       const created = await fetch(`${base}/api/websites`, {
         method: 'POST',

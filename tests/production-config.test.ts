@@ -5,7 +5,7 @@ import { ConfigError, parseConfig } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
-import { exitWithin, startServer } from './support/spawned-server.ts';
+import { exitWithin, startServer, untilHealthy } from './support/spawned-server.ts';
 
 // Production is the default, and it refuses to start on a missing or weak
 // secret unless the operator turns the feature off by name: a forgotten
@@ -139,13 +139,9 @@ describe('production configuration', () => {
       ...SECRETS,
     });
     try {
-      let response: Response | undefined;
-      for (let attempt = 0; attempt < 150 && !response; attempt += 1) {
-        response = await fetch(`http://127.0.0.1:${port}/health`).catch(() => undefined);
-        if (!response) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      expect(response?.status, server.output()).toBe(200);
-      expect(response?.headers.get('strict-transport-security')).toMatch(/max-age=\d+/);
+      const response = await untilHealthy(server, `http://127.0.0.1:${port}`);
+      expect(response.status, server.output()).toBe(200);
+      expect(response.headers.get('strict-transport-security')).toMatch(/max-age=\d+/);
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;

@@ -7,7 +7,7 @@ import { freePort } from '../scripts/stack/free-port.ts';
 import { parseConfig, parseSettings } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/secrets.ts';
-import { exitWithin, startServer } from './support/spawned-server.ts';
+import { exitWithin, startServer, untilHealthy } from './support/spawned-server.ts';
 
 // The process around the app: configuration errors stop the start with one
 // line naming the variable, and so does a production login that is too strong
@@ -80,14 +80,7 @@ describe('graceful shutdown', () => {
       LOG_LEVEL: 'info',
     });
     const base = `http://127.0.0.1:${port}`;
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        if ((await fetch(`${base}/health`)).ok) break;
-      } catch {
-        if (attempt > 100) throw new Error(`server did not start:\n${server.output()}`);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    }
+    await untilHealthy(server, base);
     // A request whose body is still arriving when the signal comes is in flight.
     const request = http.request(`${base}/api/auth/signin`, { method: 'POST', headers: { 'content-type': 'application/json' } });
     const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {

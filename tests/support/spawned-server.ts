@@ -35,3 +35,14 @@ export async function exitWithin(server: SpawnedServer, ms: number): Promise<num
   }
   return outcome;
 }
+
+/** Waits until the server answers GET /health with 2xx and returns that answer; throws with its output if it does not within `ms`. */
+export async function untilHealthy(server: SpawnedServer, base: string, ms = 15_000): Promise<Response> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const response = await fetch(`${base}/health`).catch(() => undefined);
+    if (response?.ok) return response;
+    if (Date.now() > deadline) throw new Error(`server did not answer /health within ${ms} ms:\n${server.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
