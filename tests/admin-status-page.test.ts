@@ -143,9 +143,27 @@ describe('/admin/status page in Chromium', () => {
     );
     await openDashboard(page);
     await page.click('#signout');
-    await expect.poll(() => page.locator('body').innerText()).toContain('Not signed out: the server could not end the session — reload and sign out again');
+    await expect.poll(() => page.locator('body').innerText()).toContain(
+      'Not signed out: the server answered 503 Service temporarily unavailable — reload and sign out again',
+    );
     expect(await page.locator('form#signin').count()).toBe(0);
     expect(await page.locator('body.stale').count()).toBe(1);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  });
+
+  it('says when a sign-out got no answer at all', async () => {
+    const context = await browser.newContext();
+    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID());
+    await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    await page.route('**/admin/status/session', (route) => (route.request().method() === 'DELETE' ? route.abort('connectionrefused') : route.continue()));
+    await openDashboard(page);
+    await page.click('#signout');
+    await expect.poll(() => page.locator('body').innerText()).toContain('Not signed out: the server did not answer — reload and sign out again');
+    expect(await page.locator('form#signin').count()).toBe(0);
     expect(pageErrors).toEqual([]);
     await context.close();
   });

@@ -226,7 +226,15 @@ $('signout').addEventListener('click', async () => {
   source.close();
   const response = await fetch('/admin/status/session', { method: 'DELETE', credentials: 'same-origin' }).catch(() => undefined);
   if (response?.ok) return window.location.reload();
-  // The session could not be ended (the server or its database did not answer): say so, rather than show a
-  // sign-in form while the session, and the cookie, still work.
-  stop(['Not signed out: the server could not end the session', 'reload and sign out again']);
+  // The session could not be ended: say so, and why, rather than show a sign-in form while the
+  // session, and the cookie, still work.
+  stop([`Not signed out: ${await whySignOutFailed(response)}`, 'reload and sign out again']);
 });
+
+/** The server's own reason (its error envelope) when it answered, or that it did not. */
+async function whySignOutFailed(response) {
+  if (!response) return 'the server did not answer';
+  const body = await response.json().catch(() => undefined);
+  const reason = typeof body?.error === 'string' ? ` ${body.error}` : '';
+  return `the server answered ${response.status}${reason}`;
+}
