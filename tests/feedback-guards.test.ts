@@ -97,7 +97,9 @@ for (const provider of ['turnstile', 'hcaptcha'] as const) {
 // every submitter away with 400 `Bot verification failed`.
 describe('siteverify answers that are not about the token', () => {
   let answer = '';
+  let asked = 0;
   const server = createServer((_request, response) => {
+    asked += 1;
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(answer);
   });
@@ -121,7 +123,10 @@ describe('siteverify answers that are not about the token', () => {
   ])('%s → 503 Bot verification unavailable, nothing stored', async (_label, body) => {
     answer = JSON.stringify(body);
     const comment = `Not a bot ${crypto.randomUUID()}`;
+    const before = asked;
     const response = await post(app, feedbackBody({ comment, captchaToken: PASS }));
+    // The answer came from this verifier, asked once (no retry), not from a check that never asked it.
+    expect(asked - before).toBe(1);
     expect(response.statusCode, response.body).toBe(503);
     expect(response.json()).toEqual({ success: false, error: 'Bot verification unavailable', statusCode: 503, requestId: expect.any(String) });
     expect(await sql`select 1 from public.feedback where comment = ${comment}`).toHaveLength(0);
@@ -131,7 +136,9 @@ describe('siteverify answers that are not about the token', () => {
     'a refused token (%s) is still 400 Bot verification failed',
     async (code) => {
       answer = JSON.stringify({ success: false, 'error-codes': [code] });
+      const before = asked;
       const response = await post(app, feedbackBody({ captchaToken: 'spent' }));
+      expect(asked - before).toBe(1);
       expect(response.statusCode).toBe(400);
       expect(response.json()).toEqual({ success: false, error: 'Bot verification failed', statusCode: 400 });
     },
