@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { MAX_STREAMS_PER_ADMIN, SESSION_COOKIE, STREAM_RETRY_MS } from '../src/modules/admin/status/routes.ts';
@@ -33,6 +33,17 @@ afterAll(async () => {
 async function openDashboard(page: Page): Promise<void> {
   expect((await page.goto(`${base}/admin/status`))?.status()).toBe(200);
   await expect.poll(() => page.textContent('#connection')).toBe('live');
+}
+
+/** A page signed in the way the sign-in form leaves it (the session cookie), collecting the page's own errors. */
+async function cookieSignedInPage(expiresIn?: string): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
+  const context = await browser.newContext();
+  const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID(), expiresIn);
+  await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
+  const page = await context.newPage();
+  const pageErrors: string[] = [];
+  page.on('pageerror', (error) => pageErrors.push(error.message));
+  return { context, page, pageErrors };
 }
 
 describe('/admin/status page in Chromium', () => {
@@ -110,12 +121,7 @@ describe('/admin/status page in Chromium', () => {
   });
 
   it('says when its session has ended, links to the sign-in, and marks the figures stale', async () => {
-    const context = await browser.newContext();
-    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID(), '1s');
-    await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
-    const page = await context.newPage();
-    const pageErrors: string[] = [];
-    page.on('pageerror', (error) => pageErrors.push(error.message));
+    const { context, page, pageErrors } = await cookieSignedInPage('1s');
     await openDashboard(page);
     expect(await page.locator('body.stale').count()).toBe(0);
 
@@ -129,12 +135,7 @@ describe('/admin/status page in Chromium', () => {
   });
 
   it('says when a sign-out did not go through (503), rather than reload into the sign-in form', async () => {
-    const context = await browser.newContext();
-    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID());
-    await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
-    const page = await context.newPage();
-    const pageErrors: string[] = [];
-    page.on('pageerror', (error) => pageErrors.push(error.message));
+    const { context, page, pageErrors } = await cookieSignedInPage();
     // The server's answer when neither the auth server nor the database could end the session.
     await page.route('**/admin/status/session', (route) =>
       route.request().method() === 'DELETE'
@@ -153,12 +154,7 @@ describe('/admin/status page in Chromium', () => {
   });
 
   it('says when a sign-out got no answer at all', async () => {
-    const context = await browser.newContext();
-    const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID());
-    await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
-    const page = await context.newPage();
-    const pageErrors: string[] = [];
-    page.on('pageerror', (error) => pageErrors.push(error.message));
+    const { context, page, pageErrors } = await cookieSignedInPage();
     await page.route('**/admin/status/session', (route) => (route.request().method() === 'DELETE' ? route.abort('connectionrefused') : route.continue()));
     await openDashboard(page);
     await page.click('#signout');
