@@ -39,8 +39,11 @@ export async function build(outDir: string, entries: string[]): Promise<void> {
   }
 }
 
+/** What `npm start` runs: the server, and the .env reader it preloads (`--import`), which the server does not import. */
+export const SERVICE_ENTRIES = ['src/server.ts', 'src/env-file.ts'];
+
 if (import.meta.main) {
   const outDir = path.join(ROOT, 'dist');
-  await build(outDir, ['src/server.ts']);
+  await build(outDir, SERVICE_ENTRIES);
   console.log(`built ${path.relative(ROOT, outDir)}/src/server.js`);
 }

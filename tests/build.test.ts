@@ -2,8 +2,9 @@ import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
-import { build } from '../scripts/build.ts';
+import { build, SERVICE_ENTRIES } from '../scripts/build.ts';
 import { loadTrackerScript } from '../src/modules/analytics/tracker/routes.ts';
+import { preloadOf, TRICKY_DOT_ENV, TRICKY_EXPECTED, TRICKY_NAMES, variablesSeen } from './support/dot-env.ts';
 import { startServerProcess } from './support/fault-traffic.ts';
 
 // npm run build, then npm start: the service compiled to JavaScript, with the
@@ -15,7 +16,7 @@ const ROOT = path.resolve(import.meta.dirname, '..');
 const OUT = path.join(ROOT, `.cache/build-test-${process.pid}`);
 
 beforeAll(async () => {
-  await build(OUT, ['src/server.ts']);
+  await build(OUT, SERVICE_ENTRIES);
 }, 120_000);
 afterAll(async () => {
   await rm(OUT, { recursive: true, force: true });
@@ -49,5 +50,13 @@ describe('the compiled service', () => {
       await server.stop();
     }
     expect(server.ended(), server.output()).toBe('exited with code 0');
+  });
+
+  it('reads .env through the compiled reader npm start preloads, each line as written', async () => {
+    const preload = await preloadOf('start');
+    expect(preload).toMatch(/^\.\/dist\//);
+    const compiled = path.join(OUT, path.relative('dist', preload));
+    const result = await variablesSeen(compiled, TRICKY_DOT_ENV, TRICKY_NAMES, { GIVEN: 'from the environment' });
+    expect(result).toEqual({ code: 0, seen: TRICKY_EXPECTED, printed: '' });
   });
 });
