@@ -525,10 +525,10 @@ describe('an answer its client does not take', () => {
 });
 
 describe('a request arriving on an open connection while the server closes', () => {
-  it('is answered 503 in the envelope, with its request id and CORS headers, and the connection closed', async () => {
+  it('is answered 503 in the envelope, with its request id and CORS headers, and the connection closed; logged as a refusal', async () => {
     let finishSlow = () => {};
     const slowStarted = Promise.withResolvers<void>();
-    const app = await buildTestApp({ CORS_ORIGIN: FRONTEND }, async (instance) => {
+    const { app, lines } = await buildTestAppWithLog({ CORS_ORIGIN: FRONTEND }, 'info', async (instance) => {
       instance.get('/test/slow', async () => {
         slowStarted.resolve();
         await new Promise<void>((resolve) => (finishSlow = resolve));
@@ -556,6 +556,11 @@ describe('a request arriving on an open connection while the server closes', () 
     expect(headers[0]).toBe('http/1.1 503 service unavailable');
     expect(headers).toEqual(expect.arrayContaining(['x-request-id: late-1', `access-control-allow-origin: ${FRONTEND}`, 'connection: close']));
     expect(JSON.parse(body)).toEqual({ success: false, error: 'Server is shutting down', statusCode: 503, requestId: 'late-1' });
+    // Expected at every deploy: a warning without a stack, not an error an alert would page for.
+    const entries = lines.map((line) => JSON.parse(line)).filter((entry) => entry.requestId === 'late-1' && entry.level >= 40);
+    expect(entries.map(({ level, msg, statusCode, error }) => ({ level, msg, statusCode, error }))).toEqual([
+      { level: 40, msg: 'request refused', statusCode: 503, error: 'Server is shutting down' },
+    ]);
   });
 });
 

@@ -24,6 +24,17 @@ export const conflict = (message: string) => new AppError(409, message);
 export const internalError = () => new AppError(500, 'Internal server error');
 export const serviceUnavailable = (message = 'Service temporarily unavailable') => new AppError(503, message);
 
+/**
+ * 503 for a request that arrives while the server closes: expected at every
+ * deploy, so the error handler logs it as a refusal (warn, no stack), not as a
+ * failure an alert should wake someone for.
+ */
+export class ShuttingDownError extends AppError {
+  constructor(message: string) {
+    super(503, message);
+  }
+}
+
 /** The `code` an error carries (a SQLSTATE, a driver's or a library's code), if any. */
 export const errorCode = (error: unknown): unknown => (error as { code?: unknown } | null)?.code;
 

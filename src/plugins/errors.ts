@@ -4,7 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onReq
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { AppError, type FieldErrors, fromPostgresError, RateLimitError } from '../lib/errors.ts';
+import { AppError, type FieldErrors, fromPostgresError, RateLimitError, ShuttingDownError } from '../lib/errors.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
 // {success:false, error, statusCode, details? (400), requestId (5xx)}.
@@ -93,7 +93,7 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   const { statusCode, message, details } = describe(error);
   if (!request.raw.complete) dropRestOfBody(request, reply);
   // request.log keeps the request id on the line.
-  if (statusCode >= 500) request.log.error({ err: error }, 'request failed');
+  if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error }, 'request failed');
   // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
   else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
   // Our budgets' 429 and the auth server's alike: clients that back off read the header.

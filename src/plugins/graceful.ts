@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
-import { serviceUnavailable } from '../lib/errors.ts';
+import { ShuttingDownError } from '../lib/errors.ts';
 
 // While the server closes, answers to requests already in flight carry
 // `Connection: close`, so their keep-alive sockets end with them instead of
@@ -65,7 +65,7 @@ export default fp(
     // this plugin after the security plugin, so the answer has the request's id
     // and its CORS headers.
     app.addHook('onRequest', function refuseArrivalWhileClosing(_request, _reply, done) {
-      if (closing) return done(serviceUnavailable('Server is shutting down'));
+      if (closing) return done(new ShuttingDownError('Server is shutting down'));
       done();
     });
     // A callback hook: it runs on every answer, and an async onSend costs a promise each time.

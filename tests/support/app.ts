@@ -56,6 +56,7 @@ export async function buildTestApp(
 export async function buildTestAppWithLog(
   overrides: Parameters<typeof testConfig>[0] = {},
   level = 'info',
+  extend?: (app: FastifyInstance) => Promise<void>,
 ): Promise<{ app: FastifyInstance; lines: string[] }> {
   const lines: string[] = [];
   const stream = new Writable({
@@ -66,7 +67,7 @@ export async function buildTestAppWithLog(
   });
   const app = await buildApp(
     { config: testConfig(overrides), rateLimit: { redisNamespace: `test-logged:${randomBytes(6).toString('hex')}:` } },
-    { logger: { level, customLevels: { http: 25 }, stream } },
+    { logger: { level, customLevels: { http: 25 }, stream }, extend },
   );
   return { app, lines };
 }

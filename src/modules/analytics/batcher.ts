@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
-import { errorCode, serviceUnavailable } from '../../lib/errors.ts';
+import { errorCode, serviceUnavailable, ShuttingDownError } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
 import { type EventRow, insertEventBatchQueryElevated, storedIds } from './ingest-queries.ts';
@@ -142,7 +142,7 @@ export default fp<{ config: Config }>(
         } catch (error) {
           if (error instanceof QueueFullError) throw serviceUnavailable('Too many analytics events waiting; try again shortly');
           if (error instanceof QueueTimeoutError) throw serviceUnavailable('Analytics events are being written slowly; try again shortly');
-          if (error instanceof ClosedError) throw serviceUnavailable('Service is shutting down');
+          if (error instanceof ClosedError) throw new ShuttingDownError('Service is shutting down');
           throw serviceUnavailable('Analytics event could not be stored');
         }
         if (outcome === 'not-written') throw serviceUnavailable('Analytics event could not be stored');
