@@ -40,7 +40,7 @@ export async function build(outDir: string, entries: string[]): Promise<void> {
 }
 
 /** What `npm start` runs: the server, and the .env reader it preloads (`--import`), which the server does not import. */
-export const SERVICE_ENTRIES = ['src/server.ts', 'src/env-file.ts'];
+export const SERVICE_ENTRIES = ['src/server.ts', 'scripts/env-file.ts'];
 
 if (import.meta.main) {
   const outDir = path.join(ROOT, 'dist');

@@ -50,7 +50,7 @@ export function ownerHint(error: unknown, needs: string): string {
  * project (undefined), the one .env names. grant-role reads .env (`given`, as
  * it was before dev filled it in): when that names another database, which dev
  * replaced, the command gives the owner's connection itself, and a variable
- * set on the command line wins over .env (src/env-file.ts keeps it).
+ * set on the command line wins over .env (scripts/env-file.ts keeps it).
  */
 export function grantRoleCommand(given: NodeJS.ProcessEnv, ownerUrl?: string): string {
   const command = 'npm run grant-role -- <email> admin';
