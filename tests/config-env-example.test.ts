@@ -1,14 +1,15 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { parseEnv } from 'node:util';
+import { parse } from 'dotenv';
 import { describe, expect, it } from 'vitest';
 import { parseConfig, SettingsSchema } from '../src/config.ts';
 
 // .env.example is copied to .env for `npm run dev` and `npm start` alike, so
 // what it sets must be right for a deploy: `npm run dev` sets development
-// itself, and a copy under `npm start` must stay production.
+// itself, and a copy under `npm start` must stay production. Read with the
+// parser npm start and the scripts read .env with (scripts/env-file.ts).
 
-const example = parseEnv(readFileSync(path.resolve(import.meta.dirname, '../.env.example'), 'utf8'));
+const example = parse(readFileSync(path.resolve(import.meta.dirname, '../.env.example'), 'utf8'));
 
 describe('.env.example', () => {
   it('leaves NODE_ENV empty: a copy of it starts as production, which refuses the missing secrets', () => {
