@@ -6,6 +6,7 @@ import { connectPostgres } from '../lib/database-url.ts';
 import { withinDeadline } from '../lib/deadline.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
 import { checkLogin } from './db-login.ts';
+import { warnIfSchemaBehind } from './db-schema.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
 // under the caller's database actor (its role and JWT claims), so row-level
@@ -290,6 +291,8 @@ export default fp<{ config: Config; onFatal?: (error: Error) => void }>(
       const problem = await checkLogin(db, { signal: closing.signal, late });
       const error = problem === undefined ? undefined : refusal(problem);
       if (error) throw error;
+      // Not awaited: the start does not wait on it, and a database down now is not asked again.
+      void warnIfSchemaBehind(db, app.log);
     });
     app.addHook('onClose', async () => {
       closing.abort();
