@@ -44,6 +44,7 @@ describe('the schema check at the start', () => {
     try {
       const entry = await waitFor(() => lines.map((line) => JSON.parse(line)).find((line) => String(line.msg).startsWith('the database schema is behind')), 10_000, 'the warning');
       expect(entry).toMatchObject({ level: 40, msg: expect.stringContaining(`2 migrations not applied (${secondNewest}, ${newest})`) });
+      expect(lines.filter((line) => line.includes('schema is behind'))).toHaveLength(1);
     } finally {
       await app.close();
     }
