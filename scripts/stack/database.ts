@@ -2,6 +2,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type postgres from 'postgres';
 import { connectPostgres } from '../../src/lib/database-url.ts';
+import { MIGRATION_FILE } from '../../src/plugins/db-schema.ts';
 
 // Creates the project's own database on the machine's PostgreSQL, gives it
 // what the Supabase platform provides (supabase/local/platform.sql), and
@@ -95,8 +96,6 @@ interface RecordedMigration {
   name: string | null;
   statements: string[] | null;
 }
-
-const MIGRATION_FILE = /^(\d+)_(.+)\.sql$/;
 
 // Any constant will do as long as every run uses the same one; it names this
 // runner's lock among the database's other advisory locks.

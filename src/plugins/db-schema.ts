@@ -10,7 +10,8 @@ import type { Database } from './db.ts';
 // versions the database has applied (public.applied_migration_versions).
 // A warning, not a refusal: some deploys run the migrations after the code.
 
-const MIGRATION_FILE = /^(\d+)_.+\.sql$/;
+/** A migration's file name: its version (the digits before the first `_`) and its name. The runner (scripts/stack/database.ts) reads them the same way. */
+export const MIGRATION_FILE = /^(\d+)_(.+)\.sql$/;
 
 /** supabase/migrations beside the code: from src/plugins (sources) or dist/src/plugins (compiled); undefined when not shipped. */
 async function migrationFiles(): Promise<string[] | undefined> {
