@@ -158,11 +158,16 @@ describe('the OpenAPI document', () => {
     expect(bodyOf('post', '/api/feedback').properties!.captchaToken.description).toContain('Bot verification failed');
   });
 
-  it('says when an error carries details, and what `_` is', () => {
+  it('says when an error carries details, and names the key the server files a whole-body problem under', async () => {
     const details = document.components.schemas.ErrorResponse.properties!.details.description!;
     expect(details).toContain('Validation failed');
     expect(details).toContain('newPassword');
-    expect(details).toContain('`_`');
+    // A body that is not an object concerns no one field: the description must name the key it is really under.
+    const answer = await app.inject({ method: 'POST', url: '/api/feedback', headers: { 'content-type': 'application/json' }, payload: '[1,2]' });
+    expect(answer.statusCode).toBe(400);
+    const keys = Object.keys(answer.json().details);
+    expect(keys).toEqual(['body']);
+    expect(details).toContain(`\`${keys[0]}\``);
   });
 
   it('leaves out the HTML pages, what serves only them, and /metrics', () => {

@@ -30,8 +30,8 @@ const ERROR_RESPONSE = {
         'Messages per field, on a 400 about fields: always on `Validation failed` (the schema checks of body, query, ' +
         "path and headers, and the JSON parser's), and on a few other 400s about one field, such as update-password's " +
         '`Password must be at least 6 characters` under `newPassword`. A field inside another is written with dots ' +
-        '(`roles.1`); `_` holds what concerns the whole body or query rather than one field (a body that is not an ' +
-        'object, or a rule across fields such as `Give a name or an email to change`).',
+        '(`roles.1`); `body` (or `querystring`) holds what concerns the whole body or query rather than one field (a ' +
+        'body that is not an object, or a rule across fields such as `Give a name or an email to change`).',
     },
     retryAfter: { type: 'integer', description: 'On 429: seconds until the budget resets (also the Retry-After header)' },
     requestId: { type: 'string', description: 'On 5xx: the id to quote when reporting it' },
