@@ -524,6 +524,29 @@ describe('an answer its client does not take', () => {
   });
 });
 
+describe('an unexpected failure in a route (SPEC section 7: any, 500)', () => {
+  it('is answered 500 Internal server error with the request id, the cause only in the log', async () => {
+    const { app, lines } = await buildTestAppWithLog({}, 'info', async (instance) => {
+      instance.get('/test/broken', async () => {
+        throw new TypeError('cannot read properties of undefined (reading "secret_column")');
+      });
+    });
+    try {
+      const answer = await app.inject({ method: 'GET', url: '/test/broken', headers: { 'x-request-id': 'broken-1' } });
+      expect(answer.statusCode).toBe(500);
+      expect(answer.json()).toEqual({ success: false, error: 'Internal server error', statusCode: 500, requestId: 'broken-1' });
+      expect(answer.body).not.toContain('secret_column');
+      // The operator gets what the client does not: the error, with its stack, at level error.
+      const logged = lines.map((line) => JSON.parse(line)).filter((entry) => entry.requestId === 'broken-1' && entry.level >= 50);
+      expect(logged).toHaveLength(1);
+      expect(logged[0].err.message).toContain('secret_column');
+      expect(logged[0].err.stack).toContain('TypeError');
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe('a request arriving on an open connection while the server closes', () => {
   it('is answered 503 in the envelope, with its request id and CORS headers, and the connection closed; logged as a refusal', async () => {
     let finishSlow = () => {};

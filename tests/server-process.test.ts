@@ -28,6 +28,7 @@ describe('configuration', () => {
       CORS_ORIGIN: 'http://localhost:5173',
       RATE_LIMIT_AUTH_PER_MIN: 10,
       RATE_LIMIT_RESET_PER_MIN: 5,
+      RATE_LIMIT_ACCOUNT_PER_MIN: 10,
       RATE_LIMIT_FEEDBACK_PER_15MIN: 5,
       RATE_LIMIT_GENERAL_PER_15MIN: 100,
     });
