@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { type Config, parseConfig, resetPasswordUrl, withoutEmptyValues } from '../src/config.ts';
+import { type Config, parseConfig, parseSettings, resetPasswordUrl, withoutEmptyValues } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { devOwnerUrl } from './owner-hint.ts';
 import type { AuthServer } from './stack/auth-server.ts';
@@ -128,4 +128,26 @@ export function checkServerConfig(env: NodeJS.ProcessEnv, local?: { auth: boolea
   };
   const secrets: DevSecrets = { SUPABASE_JWT_SECRET: standIn, ADMIN_JWT_SECRET: standIn, ANALYTICS_SALT_SECRET: standIn, OIDC_CLIENT_SECRET: standIn };
   parseConfig(withStack(env, stack, secrets).env);
+}
+
+const RATE_LIMITS = [
+  'RATE_LIMIT_AUTH_PER_MIN',
+  'RATE_LIMIT_RESET_PER_MIN',
+  'RATE_LIMIT_ACCOUNT_PER_MIN',
+  'RATE_LIMIT_FEEDBACK_PER_15MIN',
+  'RATE_LIMIT_GENERAL_PER_15MIN',
+  'RATE_LIMIT_INGEST_PER_15MIN',
+] as const;
+
+/**
+ * What the banner says of the rate limits: production's, or which budgets
+ * .env (or the shell) set otherwise. A front end's developer refused with 429
+ * reads there whether the limits are the ones in force.
+ */
+export function rateLimitNote(env: NodeJS.ProcessEnv): string {
+  const given = parseSettings(env, RATE_LIMITS);
+  const production = parseSettings({}, RATE_LIMITS);
+  const changed = RATE_LIMITS.filter((name) => given[name] !== production[name]);
+  if (changed.length === 0) return 'rate limits as in production, RATE_LIMIT_* in .env raise them';
+  return `rate limits not production's: ${changed.map((name) => `${name}=${given[name]}`).join(', ')}`;
 }

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { ConfigError, DEFAULT_CORS_ORIGIN, parseSettings } from '../src/config.ts';
-import { checkServerConfig, DEV_PORTS, devSecrets, serverEnv, withFrontEnd, withStack } from './dev-env.ts';
+import { checkServerConfig, DEV_PORTS, devSecrets, rateLimitNote, serverEnv, withFrontEnd, withStack } from './dev-env.ts';
 import { AUTH_BIN_VARIABLE, AuthBinaryError, findAuthBinary } from './stack/auth-server.ts';
 import { MigrationError, ROOT } from './stack/database.ts';
 import { ensurePortFree } from './stack/free-port.ts';
@@ -131,7 +131,7 @@ async function main() {
     ['API', `${base}   (${note ? `${note}; ` : ''}GET /health; every route in /docs)`],
     ['API docs', `${base}/docs`],
     // The one setting a front end must match: a page from another origin (127.0.0.1 for localhost, another port) is refused by the browser.
-    ['Front end', `${env.CORS_ORIGIN ?? DEFAULT_CORS_ORIGIN}   (CORS_ORIGIN: the one origin browsers may call from; rate limits as in production, RATE_LIMIT_* in .env raise them)`],
+    ['Front end', `${env.CORS_ORIGIN ?? DEFAULT_CORS_ORIGIN}   (CORS_ORIGIN: the one origin browsers may call from; ${rateLimitNote(env)})`],
     [
       'Dashboard',
       stack && !stack.auth

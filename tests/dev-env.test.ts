@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkServerConfig, type DevSecrets, serverEnv, type StackValues, withFrontEnd, withStack } from '../scripts/dev-env.ts';
+import { checkServerConfig, type DevSecrets, rateLimitNote, serverEnv, type StackValues, withFrontEnd, withStack } from '../scripts/dev-env.ts';
 import { readAuthSettings } from '../scripts/stack/supabase-config.ts';
 import { DEFAULT_CORS_ORIGIN, resetPasswordUrl } from '../src/config.ts';
 import { apiAddress } from '../scripts/dev.ts';
@@ -122,6 +122,20 @@ describe('npm run dev: the addresses it prints', () => {
     // Quoted when the shell would read part of it.
     expect(grantRoleCommand(serverEnv(left), "postgres://postgres:p$'w@127.0.0.1/portfolio_dev")).toBe(
       `DATABASE_OWNER_URL='postgres://postgres:p$'\\''w@127.0.0.1/portfolio_dev' ${plain}`,
+    );
+  });
+});
+
+describe('npm run dev: what the banner says of the rate limits', () => {
+  it("says they are production's while they are, .env.example's own values included", () => {
+    const production = 'rate limits as in production, RATE_LIMIT_* in .env raise them';
+    expect(rateLimitNote({})).toBe(production);
+    expect(rateLimitNote({ RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_FEEDBACK_PER_15MIN: '', RATE_LIMIT_INGEST_PER_15MIN: '1000' })).toBe(production);
+  });
+
+  it('names each budget set otherwise, with its value', () => {
+    expect(rateLimitNote({ RATE_LIMIT_FEEDBACK_PER_15MIN: '500', RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_GENERAL_PER_15MIN: '20' })).toBe(
+      "rate limits not production's: RATE_LIMIT_FEEDBACK_PER_15MIN=500, RATE_LIMIT_GENERAL_PER_15MIN=20",
     );
   });
 });
