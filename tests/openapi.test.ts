@@ -170,6 +170,20 @@ describe('the OpenAPI document', () => {
     expect(details).toContain(`\`${keys[0]}\``);
   });
 
+  it('names every operation once, by its method and path, for client generators', () => {
+    const ids = Object.entries(document.paths).flatMap(([path, operations]) =>
+      Object.entries(operations).map(([method, found]) => ({ path, method, id: (found as Operation & { operationId?: string }).operationId })),
+    );
+    expect(ids.filter(({ id }) => typeof id !== 'string' || !/^[a-z]+[A-Za-z0-9]*$/.test(id))).toEqual([]);
+    expect(new Set(ids.map(({ id }) => id)).size).toBe(ids.length);
+    const idOf = (method: string, path: string) => ids.find((entry) => entry.method === method && entry.path === path)?.id;
+    expect(idOf('post', '/api/auth/signin')).toBe('postAuthSignin');
+    expect(idOf('get', '/api/feedback/{id}/screenshot')).toBe('getFeedbackByIdScreenshot');
+    expect(idOf('get', '/api/get-feedback')).toBe('getGetFeedback');
+    expect(idOf('post', '/api/analytics')).toBe('postAnalytics');
+    expect(idOf('get', '/health')).toBe('getHealth');
+  });
+
   it('leaves out the HTML pages, what serves only them, and /metrics', () => {
     const left = Object.keys(document.paths).filter((path) => path.startsWith('/admin/') || path.startsWith('/docs') || path === '/metrics');
     expect(left).toEqual([]);

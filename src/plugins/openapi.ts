@@ -54,12 +54,33 @@ function documentedUrl(route: RouteOptions & { routePath?: string }): string {
   return alsoWithoutSlash && url.length > 1 && url.endsWith('/') ? url.slice(0, -1) : url;
 }
 
-/** zod schemas to JSON Schema (fastify-type-provider-zod), with documented contracts and URLs. */
+/**
+ * The operation's name for client generators, which otherwise make one up:
+ * its method and path without `/api`, a path parameter as `By` and its name
+ * (`GET /api/feedback/:id/screenshot` is `getFeedbackByIdScreenshot`).
+ * Unique, as a method and path are.
+ */
+export function operationIdOf(method: string, url: string): string {
+  const words = url
+    .replace(/^\/api(?=\/|$)/, '')
+    .split('/')
+    .filter(Boolean)
+    .flatMap((segment) => {
+      const parameter = /^(?::(\w+)|\{(\w+)\})$/.exec(segment);
+      return parameter ? ['by', parameter[1] ?? parameter[2]] : segment.split(/[-_.]/);
+    });
+  return [method.toLowerCase(), ...words.map((word) => word.charAt(0).toUpperCase() + word.slice(1))].join('');
+}
+
+/** zod schemas to JSON Schema (fastify-type-provider-zod), with documented contracts, URLs and operation ids. */
 const transform: typeof jsonSchemaTransform = (input) => {
   const body = input.schema?.body as z.ZodType | undefined;
   const contract = body && contractOf(body);
   const transformed = jsonSchemaTransform(contract ? { ...input, schema: { ...input.schema, body: contract } } : input);
-  return { ...transformed, url: documentedUrl(input.route) };
+  const url = documentedUrl(input.route);
+  const method = [input.route.method].flat()[0];
+  const operationId = (transformed.schema as { operationId?: string } | undefined)?.operationId ?? operationIdOf(method, url);
+  return { ...transformed, schema: { ...transformed.schema, operationId }, url };
 };
 
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
