@@ -1,11 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import type { FastifyInstance } from 'fastify';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { legacyAdmin } from './support/admin-auth.ts';
-import { buildTestApp } from './support/app.ts';
-import { launchChromium } from './support/browser.ts';
+import { servedInChromium } from './support/browser.ts';
 
 // The dashboard's two pages checked by axe-core, the accessibility engine
 // browsers' own audits use, against WCAG 2.1 A and AA: an admin on a screen
@@ -25,26 +23,14 @@ async function violationsOn(page: Page): Promise<{ rule: string; impact: string;
   return violations.map(({ id, impact, help, nodes }) => ({ rule: id, impact, help, elements: nodes.map(({ target }) => target.join(' ')) }));
 }
 
-let app: FastifyInstance;
-let browser: Browser;
-let base: string;
-
-beforeAll(async () => {
-  app = await buildTestApp();
-  base = await app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchChromium();
-});
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
+const served = servedInChromium();
 
 describe('/admin/status under axe-core (WCAG 2.1 A and AA)', () => {
   it('the sign-in page has no violations, and none after a refused sign-in', async () => {
-    const context = await browser.newContext();
+    const context = await served.browser.newContext();
     const page = await context.newPage();
     // Signed out, the page is the sign-in form, answered 401.
-    expect((await page.goto(`${base}/admin/status`))?.status()).toBe(401);
+    expect((await page.goto(`${served.base}/admin/status`))?.status()).toBe(401);
     await expect.poll(() => page.locator('form#signin').count()).toBe(1);
     expect(await violationsOn(page)).toEqual([]);
     // The refusal's notice is part of the page too (no auth server here: it says so).
@@ -57,9 +43,9 @@ describe('/admin/status under axe-core (WCAG 2.1 A and AA)', () => {
   });
 
   it('the dashboard, live with its figures, has no violations', async () => {
-    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
+    const context = await served.browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
     const page = await context.newPage();
-    expect((await page.goto(`${base}/admin/status`))?.status()).toBe(200);
+    expect((await page.goto(`${served.base}/admin/status`))?.status()).toBe(200);
     await expect.poll(() => page.textContent('#connection')).toBe('live');
     await expect.poll(() => page.locator('#slow-routes tr').count()).toBeGreaterThan(0);
     expect(await violationsOn(page)).toEqual([]);

@@ -1,13 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { MAX_STREAMS_PER_ADMIN, SESSION_COOKIE, STREAM_RETRY_MS } from '../src/modules/admin/status/routes.ts';
-import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './support/app.ts';
+import { TEST_ADMIN_JWT_SECRET } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
-import { launchChromium } from './support/browser.ts';
+import { servedInChromium } from './support/browser.ts';
 
 // The dashboard page in Chromium where it used to fail its admin: a phone's
 // width, more tabs than one admin may stream to, and a session that ends
@@ -16,28 +15,16 @@ import { launchChromium } from './support/browser.ts';
 
 const RECHECK_MS = 200;
 
-let app: FastifyInstance;
-let browser: Browser;
-let base: string;
-
-beforeAll(async () => {
-  app = await buildTestApp({ ADMIN_STREAM_RECHECK_MS: String(RECHECK_MS) });
-  base = await app.listen({ host: '127.0.0.1', port: 0 });
-  browser = await launchChromium();
-});
-afterAll(async () => {
-  await browser?.close();
-  await app?.close();
-});
+const served = servedInChromium(() => ({ ADMIN_STREAM_RECHECK_MS: String(RECHECK_MS) }));
 
 async function openDashboard(page: Page): Promise<void> {
-  expect((await page.goto(`${base}/admin/status`))?.status()).toBe(200);
+  expect((await page.goto(`${served.base}/admin/status`))?.status()).toBe(200);
   await expect.poll(() => page.textContent('#connection')).toBe('live');
 }
 
 /** A page signed in the way the sign-in form leaves it (the session cookie), collecting the page's own errors. */
 async function cookieSignedInPage(expiresIn?: string): Promise<{ context: BrowserContext; page: Page; pageErrors: string[] }> {
-  const context = await browser.newContext();
+  const context = await served.browser.newContext();
   const token = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, crypto.randomUUID(), expiresIn);
   await context.addCookies([{ name: SESSION_COOKIE, value: token, domain: '127.0.0.1', path: '/admin/status' }]);
   const page = await context.newPage();
@@ -48,7 +35,7 @@ async function cookieSignedInPage(expiresIn?: string): Promise<{ context: Browse
 
 describe('/admin/status page in Chromium', () => {
   it('fits a 375 and a 320 px wide screen without sideways scrolling', async () => {
-    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin(), viewport: { width: 1280, height: 800 } });
+    const context = await served.browser.newContext({ extraHTTPHeaders: await legacyAdmin(), viewport: { width: 1280, height: 800 } });
     const page = await context.newPage();
     await openDashboard(page);
     // Rows in the tables, so their widths count too.
@@ -61,7 +48,7 @@ describe('/admin/status page in Chromium', () => {
   });
 
   it(`with more than ${MAX_STREAMS_PER_ADMIN} tabs, the tab pushed out stops and says why; the others stay live`, async () => {
-    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
+    const context = await served.browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
     let streamsAsked = 0;
     context.on('request', (request) => {
       if (request.url().endsWith('/admin/status/stream')) streamsAsked += 1;
@@ -87,7 +74,7 @@ describe('/admin/status page in Chromium', () => {
     const proxied = new Set<http.ServerResponse>();
     const proxy = http.createServer((request, response) => {
       if (away) return void response.writeHead(502, { 'content-type': 'text/plain' }).end('Bad Gateway');
-      const upstream = http.request(`${base}${request.url}`, { method: request.method, headers: request.headers }, (answer) => {
+      const upstream = http.request(`${served.base}${request.url}`, { method: request.method, headers: request.headers }, (answer) => {
         response.writeHead(answer.statusCode!, answer.headers);
         answer.pipe(response);
       });
@@ -99,7 +86,7 @@ describe('/admin/status page in Chromium', () => {
       request.pipe(upstream);
     });
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
+    const context = await served.browser.newContext({ extraHTTPHeaders: await legacyAdmin() });
     try {
       const page = await context.newPage();
       expect((await page.goto(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}/admin/status`))?.status()).toBe(200);

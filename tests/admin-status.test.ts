@@ -1,13 +1,13 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import type { Browser, ConsoleMessage } from 'playwright-core';
+import type { ConsoleMessage } from 'playwright-core';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SESSION_COOKIE, sessionCookieOptions } from '../src/modules/admin/status/routes.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
 import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
-import { launchChromium } from './support/browser.ts';
+import { servedInChromium } from './support/browser.ts';
 import { realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
 
 // The /admin/status dashboard: its HTTP contract through inject, then the
@@ -177,25 +177,15 @@ describe('/admin/status over HTTP', () => {
 });
 
 describe('/admin/status in Chromium', () => {
-  let app: FastifyInstance;
-  let browser: Browser;
-  let base: string;
-
+  const served = servedInChromium();
   beforeAll(async () => {
-    app = await buildTestApp();
-    base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await launchChromium();
     await mkdir(ARTIFACTS, { recursive: true });
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
   });
 
   const readNumber = (text: string | null) => Number((text ?? '').replace(/[^\d.]/g, ''));
 
   it('shows live figures that move while requests are made, without console errors', async () => {
-    const context = await browser.newContext({ extraHTTPHeaders: await legacyAdmin(), viewport: { width: 1280, height: 900 } });
+    const context = await served.browser.newContext({ extraHTTPHeaders: await legacyAdmin(), viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
     const problems: string[] = [];
     page.on('console', (message: ConsoleMessage) => {
@@ -210,14 +200,14 @@ describe('/admin/status in Chromium', () => {
       if (!request.url().endsWith('/admin/status/stream')) problems.push(`requestfailed: ${request.url()}`);
     });
 
-    const response = await page.goto(`${base}/admin/status`);
+    const response = await page.goto(`${served.base}/admin/status`);
     expect(response?.status()).toBe(200);
     await expect.poll(() => page.textContent('#connection')).toBe('live');
     await expect.poll(() => page.textContent('#total-requests')).toMatch(/\d/);
     const before = readNumber(await page.textContent('#total-requests'));
 
-    for (let i = 0; i < 30; i += 1) await fetch(`${base}/health`);
-    for (let i = 0; i < 3; i += 1) await fetch(`${base}/no-such-page`);
+    for (let i = 0; i < 30; i += 1) await fetch(`${served.base}/health`);
+    for (let i = 0; i < 3; i += 1) await fetch(`${served.base}/no-such-page`);
     await expect.poll(async () => readNumber(await page.textContent('#total-requests')), { timeout: 5_000 }).toBeGreaterThanOrEqual(before + 33);
     expect(readNumber(await page.textContent('#rps'))).toBeGreaterThan(0);
     expect(readNumber(await page.textContent('#p99'))).toBeGreaterThan(0);
@@ -247,7 +237,7 @@ describe('/admin/status in Chromium', () => {
   });
 
   it('without credentials shows the sign-in form with status 401, and reports the sign-in outcome', async () => {
-    const context = await browser.newContext();
+    const context = await served.browser.newContext();
     const page = await context.newPage();
     const scriptErrors: string[] = [];
     page.on('pageerror', (error) => scriptErrors.push(error.message));
@@ -256,7 +246,7 @@ describe('/admin/status in Chromium', () => {
       if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) scriptErrors.push(message.text());
     });
 
-    const response = await page.goto(`${base}/admin/status`);
+    const response = await page.goto(`${served.base}/admin/status`);
     expect(response?.status()).toBe(401);
     await page.fill('#email', 'admin@example.test');
     await page.fill('#password', 'secret123');
@@ -274,34 +264,27 @@ describe('/admin/status in Chromium', () => {
 const auth = realAuth();
 
 describe.runIf(auth)('/admin/status sign-in in Chromium with a real admin account', () => {
-  let app: FastifyInstance;
-  let browser: Browser;
-  let base: string;
+  const served = servedInChromium(() => realAuthEnv(auth!));
   let sql: postgres.Sql;
 
   beforeAll(async () => {
-    app = await buildTestApp(realAuthEnv(auth!));
-    base = await app.listen({ host: '127.0.0.1', port: 0 });
-    browser = await launchChromium();
     sql = postgres(inject('stack').databaseUrl, { max: 1, onnotice: () => {} });
     await mkdir(ARTIFACTS, { recursive: true });
   });
   afterAll(async () => {
-    await browser?.close();
-    await app?.close();
     await sql?.end();
   });
 
   it('an admin signs in with e-mail and password and sees the live dashboard; a user without the role is told no; sign-out ends the session', async () => {
-    const admin = await signUp(base, 'dashboard-admin', 'Dash Admin');
+    const admin = await signUp(served.base, 'dashboard-admin', 'Dash Admin');
     await sql`insert into public.user_roles (user_id, role) values (${admin.id}, 'admin')`;
-    const plain = await signUp(base, 'dashboard-user');
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const plain = await signUp(served.base, 'dashboard-user');
+    const context = await served.browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
     const pageErrors: string[] = [];
     page.on('pageerror', (error) => pageErrors.push(error.message));
 
-    expect((await page.goto(`${base}/admin/status`))?.status()).toBe(401);
+    expect((await page.goto(`${served.base}/admin/status`))?.status()).toBe(401);
     await page.fill('#email', plain.email);
     await page.fill('#password', plain.password);
     await page.click('button[type=submit]');
@@ -321,7 +304,7 @@ describe.runIf(auth)('/admin/status sign-in in Chromium with a real admin accoun
     await Promise.all([page.waitForEvent('load'), page.click('#signout')]);
     expect(await page.locator('form#signin').count()).toBe(1);
     // The session ended at the auth server: the old cookie no longer opens the page.
-    const reused = await app.inject({ method: 'GET', url: '/admin/status', headers: { cookie: `${SESSION_COOKIE}=${cookie.value}` } });
+    const reused = await served.app.inject({ method: 'GET', url: '/admin/status', headers: { cookie: `${SESSION_COOKIE}=${cookie.value}` } });
     expect(reused.statusCode).toBe(401);
     expect(pageErrors).toEqual([]);
     await context.close();
