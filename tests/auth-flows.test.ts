@@ -575,6 +575,8 @@ describe.runIf(auth)("the auth server's own per-IP limits count our clients, not
       const refused = await signIn(crowded);
       expect([refused.statusCode, refused.json()]).toEqual([429, { success: false, error: 'Too many requests. Please try again later.', statusCode: 429, retryAfter: 60 }]);
       expect(refused.headers['retry-after']).toBe('60');
+      // The pages' scope has no no-store hook of its own: the 429 carries it all the same.
+      expect(refused.headers['cache-control']).toBe('no-store');
       // From another address the same credentials are what they are: unknown.
       expect((await signIn('198.51.100.24')).json()).toMatchObject({ statusCode: 401, error: 'Invalid email or password' });
     } finally {

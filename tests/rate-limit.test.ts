@@ -187,3 +187,27 @@ describe('the log of a Redis outage', () => {
     }
   }, 40_000);
 });
+
+describe('a 429 and caches', () => {
+  it('is never stored, on a route whose scope says no-store (sign-in, feedback) and on one whose scope does not', async () => {
+    const app = await buildTestApp({ RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_FEEDBACK_PER_15MIN: '5', RATE_LIMIT_GENERAL_PER_15MIN: '3' }, groupRoutes);
+    try {
+      // The limiter refuses before a scope's own hooks run; each budget is used up from an address of its own.
+      for (const [method, url, remoteAddress, budget] of [
+        ['POST', '/api/auth/signin', '198.51.100.71', 10],
+        ['POST', '/api/feedback', '198.51.100.72', 5],
+        ['GET', '/t/general', '198.51.100.73', 3],
+      ] as const) {
+        const answers = [];
+        for (let i = 0; i <= budget; i += 1) answers.push(await app.inject({ method, url, payload: method === 'POST' ? {} : undefined, remoteAddress }));
+        const refused = answers.at(-1)!;
+        expect(refused.statusCode, url).toBe(429);
+        expect(refused.headers['cache-control'], url).toBe('no-store');
+      }
+      // The stand-in route's own answers say nothing of caching: the 429's no-store is the refusal's.
+      expect((await app.inject({ method: 'GET', url: '/t/general', remoteAddress: '198.51.100.74' })).headers['cache-control']).toBeUndefined();
+    } finally {
+      await app.close();
+    }
+  });
+});

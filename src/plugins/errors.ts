@@ -96,8 +96,9 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error }, 'request failed');
   // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
   else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
-  // Our budgets' 429 and the auth server's alike: clients that back off read the header.
-  if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter);
+  // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
+  // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
+  if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
   // The envelope is written as it is, never through the route's response schema for that
   // status: /api/admin/health declares its own 503 (the health report), and the auth guard's
   // 503 pushed through it failed to serialize and went out as a bare 500.

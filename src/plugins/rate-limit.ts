@@ -68,13 +68,8 @@ function budget(name: RateLimitGroup | 'general', max: number, timeWindow: numbe
         if (count.current <= max) return done();
         const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
         request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded');
-        // Retry-After comes with every 429, from the error handler. The refusal comes before a scope's
-        // own hooks (the no-store of the auth and feedback routes), and no cache may keep it anyway.
-        reply
-          .header('x-ratelimit-limit', max)
-          .header('x-ratelimit-remaining', 0)
-          .header('x-ratelimit-reset', resetSeconds)
-          .header('cache-control', 'no-store');
+        // Retry-After (and no-store) come with every 429, from the error handler.
+        reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', 0).header('x-ratelimit-reset', resetSeconds);
         done(new RateLimitError(resetSeconds));
       },
       timeWindow,
