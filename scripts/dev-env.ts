@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { type Config, parseConfig, parseSettings, resetPasswordUrl, withoutEmptyValues } from '../src/config.ts';
+import { type Config, parseConfig, parseSettings, resetPasswordUrl, type Settings, SettingsSchema, withoutEmptyValues } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { devOwnerUrl } from './owner-hint.ts';
 import type { AuthServer } from './stack/auth-server.ts';
@@ -130,14 +130,8 @@ export function checkServerConfig(env: NodeJS.ProcessEnv, local?: { auth: boolea
   parseConfig(withStack(env, stack, secrets).env);
 }
 
-const RATE_LIMITS = [
-  'RATE_LIMIT_AUTH_PER_MIN',
-  'RATE_LIMIT_RESET_PER_MIN',
-  'RATE_LIMIT_ACCOUNT_PER_MIN',
-  'RATE_LIMIT_FEEDBACK_PER_15MIN',
-  'RATE_LIMIT_GENERAL_PER_15MIN',
-  'RATE_LIMIT_INGEST_PER_15MIN',
-] as const;
+/** The budgets (RATE_LIMIT_<name>_PER_<window>), read off the settings so that a new one is named too. */
+const RATE_LIMITS = (Object.keys(SettingsSchema.shape) as (keyof Settings)[]).filter((name) => /^RATE_LIMIT_\w+_PER_/.test(name));
 
 /**
  * What the banner says of the rate limits: production's, or which budgets

@@ -11,16 +11,15 @@ import { servedInChromium } from './support/browser.ts';
 
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
-type Violation = { id: string; impact: string; help: string; nodes: { target: string[] }[] };
+type Violation = { rule: string; impact: string; help: string; elements: string[] };
 
 /** axe-core's violations on the page as it stands, each with the elements it names. */
-async function violationsOn(page: Page): Promise<{ rule: string; impact: string; help: string; elements: string[] }[]> {
+function violationsOn(page: Page): Promise<Violation[]> {
   // Evaluated through the DevTools protocol, which the page's CSP (script-src 'self') does not govern.
-  await page.evaluate(AXE_SOURCE);
-  const violations = await page.evaluate<Violation[]>(`axe
-    .run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }, resultTypes: ['violations'] })
-    .then((results) => results.violations.map(({ id, impact, help, nodes }) => ({ id, impact, help, nodes: nodes.map(({ target }) => ({ target })) })))`);
-  return violations.map(({ id, impact, help, nodes }) => ({ rule: id, impact, help, elements: nodes.map(({ target }) => target.join(' ')) }));
+  return page.evaluate<Violation[]>(`${AXE_SOURCE};
+    axe
+      .run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] }, resultTypes: ['violations'] })
+      .then((results) => results.violations.map(({ id, impact, help, nodes }) => ({ rule: id, impact, help, elements: nodes.map(({ target }) => target.join(' ')) })))`);
 }
 
 const served = servedInChromium();

@@ -1,5 +1,9 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parse } from 'dotenv';
 import { describe, expect, it } from 'vitest';
 import { checkServerConfig, type DevSecrets, rateLimitNote, serverEnv, type StackValues, withFrontEnd, withStack } from '../scripts/dev-env.ts';
+import { ROOT } from '../scripts/stack/database.ts';
 import { readAuthSettings } from '../scripts/stack/supabase-config.ts';
 import { DEFAULT_CORS_ORIGIN, resetPasswordUrl } from '../src/config.ts';
 import { apiAddress } from '../scripts/dev.ts';
@@ -127,15 +131,21 @@ describe('npm run dev: the addresses it prints', () => {
 });
 
 describe('npm run dev: what the banner says of the rate limits', () => {
-  it("says they are production's while they are, .env.example's own values included", () => {
+  it("says they are production's while they are: unset, set to nothing, or as a copy of .env.example sets them", () => {
     const production = 'rate limits as in production, RATE_LIMIT_* in .env raise them';
+    const example = parse(readFileSync(path.join(ROOT, '.env.example'), 'utf8'));
+    expect(Object.keys(example).filter((name) => /^RATE_LIMIT_\w+_PER_/.test(name))).toHaveLength(6);
     expect(rateLimitNote({})).toBe(production);
-    expect(rateLimitNote({ RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_FEEDBACK_PER_15MIN: '', RATE_LIMIT_INGEST_PER_15MIN: '1000' })).toBe(production);
+    expect(rateLimitNote({ RATE_LIMIT_AUTH_PER_MIN: '', RATE_LIMIT_FEEDBACK_PER_15MIN: ' ' })).toBe(production);
+    expect(rateLimitNote(example)).toBe(production);
   });
 
-  it('names each budget set otherwise, with its value', () => {
+  it('names each budget set otherwise, with its value, every budget included', () => {
     expect(rateLimitNote({ RATE_LIMIT_FEEDBACK_PER_15MIN: '500', RATE_LIMIT_AUTH_PER_MIN: '10', RATE_LIMIT_GENERAL_PER_15MIN: '20' })).toBe(
       "rate limits not production's: RATE_LIMIT_FEEDBACK_PER_15MIN=500, RATE_LIMIT_GENERAL_PER_15MIN=20",
     );
+    for (const name of ['RATE_LIMIT_RESET_PER_MIN', 'RATE_LIMIT_ACCOUNT_PER_MIN', 'RATE_LIMIT_INGEST_PER_15MIN']) {
+      expect(rateLimitNote({ [name]: '99999' })).toBe(`rate limits not production's: ${name}=99999`);
+    }
   });
 });

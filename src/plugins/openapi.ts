@@ -58,9 +58,10 @@ function documentedUrl(route: RouteOptions & { routePath?: string }): string {
  * The operation's name for client generators, which otherwise make one up:
  * its method and path without `/api`, a path parameter as `By` and its name
  * (`GET /api/feedback/:id/screenshot` is `getFeedbackByIdScreenshot`).
- * Unique, as a method and path are.
+ * Distinct for the app's routes (tests/openapi.test.ts checks it), though not
+ * for every pair of paths: `/a-b` and `/aB` would meet.
  */
-export function operationIdOf(method: string, url: string): string {
+function operationIdOf(method: string, url: string): string {
   const words = url
     .replace(/^\/api(?=\/|$)/, '')
     .split('/')
@@ -78,6 +79,7 @@ const transform: typeof jsonSchemaTransform = (input) => {
   const contract = body && contractOf(body);
   const transformed = jsonSchemaTransform(contract ? { ...input, schema: { ...input.schema, body: contract } } : input);
   const url = documentedUrl(input.route);
+  // One method a route here: @fastify/swagger would give every method of a route this one id.
   const method = [input.route.method].flat()[0];
   const operationId = (transformed.schema as { operationId?: string } | undefined)?.operationId ?? operationIdOf(method, url);
   return { ...transformed, schema: { ...transformed.schema, operationId }, url };
