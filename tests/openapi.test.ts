@@ -20,6 +20,7 @@ type Schema = {
   $ref?: string;
 };
 type Operation = {
+  operationId?: string;
   summary?: string;
   parameters?: { name: string; in: string; required?: boolean; description?: string; schema: Schema }[];
   description?: string;
@@ -172,7 +173,7 @@ describe('the OpenAPI document', () => {
 
   it('names every operation once, by its method and path, for client generators', () => {
     const ids = Object.entries(document.paths).flatMap(([path, operations]) =>
-      Object.entries(operations).map(([method, found]) => ({ path, method, id: (found as Operation & { operationId?: string }).operationId })),
+      Object.entries(operations).map(([method, found]) => ({ path, method, id: found.operationId })),
     );
     expect(ids.filter(({ id }) => typeof id !== 'string' || !/^[a-z]+[A-Za-z0-9]*$/.test(id))).toEqual([]);
     expect(new Set(ids.map(({ id }) => id)).size).toBe(ids.length);

@@ -67,8 +67,9 @@ function operationIdOf(method: string, url: string): string {
     .split('/')
     .filter(Boolean)
     .flatMap((segment) => {
-      const parameter = /^(?::(\w+)|\{(\w+)\})$/.exec(segment);
-      return parameter ? ['by', parameter[1] ?? parameter[2]] : segment.split(/[-_.]/);
+      // Fastify's form of a path parameter (`:id`); the document's `{id}` comes after.
+      const parameter = /^:(\w+)$/.exec(segment);
+      return parameter ? ['by', parameter[1]] : segment.split(/[-_.]/);
     });
   return [method.toLowerCase(), ...words.map((word) => word.charAt(0).toUpperCase() + word.slice(1))].join('');
 }
