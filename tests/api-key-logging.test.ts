@@ -25,7 +25,7 @@ describe('API keys in logs', () => {
     }
     const all = lines.join('');
     expect(all).toContain('/api/websites/api-key/[redacted]');
-    expect(all).toContain('rate limit exceeded');
+    expect(lines.some((line) => line.includes('"msg":"request refused"') && line.includes('/api/websites/api-key/[redacted]'))).toBe(true);
     expect(all).not.toContain(site.apiKey);
     expect(all).not.toContain(unknownKey);
   });

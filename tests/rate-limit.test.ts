@@ -211,3 +211,22 @@ describe('a 429 and caches', () => {
     }
   });
 });
+
+describe('a 429 in the log', () => {
+  it('writes one warn line, naming the client and the URL, besides its http line', async () => {
+    const { app, lines } = await buildTestAppWithLog({ RATE_LIMIT_GENERAL_PER_15MIN: '2' }, 'http', groupRoutes);
+    try {
+      const remoteAddress = '198.51.100.81';
+      for (let i = 0; i < 3; i += 1) await app.inject({ method: 'GET', url: '/t/general?attempt=' + i, remoteAddress });
+      const entries = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+      // The start's own warnings (no auth server, no mail transport here) carry no request id.
+      const requestWarnings = entries.filter((entry) => entry.level === 40 && entry.requestId !== undefined);
+      expect(requestWarnings).toEqual([
+        expect.objectContaining({ msg: 'request refused', statusCode: 429, error: 'Too many requests. Please try again later.', ip: remoteAddress, url: '/t/general?attempt=2' }),
+      ]);
+      expect(entries.filter((entry) => entry.msg === 'request completed').map((entry) => entry.statusCode)).toEqual([200, 200, 429]);
+    } finally {
+      await app.close();
+    }
+  });
+});

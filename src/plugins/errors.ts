@@ -5,6 +5,7 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { AppError, type FieldErrors, fromPostgresError, RateLimitError, ShuttingDownError } from '../lib/errors.ts';
+import { redactUrl } from '../lib/redact.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
 // {success:false, error, statusCode, details? (400), requestId (5xx)}.
@@ -95,6 +96,8 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   // request.log keeps the request id on the line.
   if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error }, 'request failed');
   // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
+  // A 429 also names the client and the URL (what an operator blocks on), also when the `http` lines are off.
+  else if (error instanceof RateLimitError) request.log.warn({ statusCode, error: message, ip: request.ip, url: redactUrl(request.url), persist: false }, 'request refused');
   else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.

@@ -5,7 +5,6 @@ import { clientNetworkOf } from '../lib/client-network.ts';
 import { RateLimitError } from '../lib/errors.ts';
 import { type ExclusiveClaims, localClaims, redisClaims } from '../lib/exclusive-claims.ts';
 import { type RateStore, localRateStore, redisRateStore } from '../lib/fallback-rate-store.ts';
-import { redactUrl } from '../lib/redact.ts';
 import type { Config } from '../config.ts';
 
 // SPEC section 8. Every route gets the general budget unless it names a
@@ -67,8 +66,7 @@ function budget(name: RateLimitGroup | 'general', max: number, timeWindow: numbe
         if (error || !count) return done(error ?? new Error('rate-limit store gave no count'));
         if (count.current <= max) return done();
         const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
-        request.log.warn({ ip: request.ip, url: redactUrl(request.url), persist: false }, 'rate limit exceeded');
-        // Retry-After (and no-store) come with every 429, from the error handler.
+        // Retry-After and no-store come with every 429 from the error handler, and so does its one log line.
         reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', 0).header('x-ratelimit-reset', resetSeconds);
         done(new RateLimitError(resetSeconds));
       },
