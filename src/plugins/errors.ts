@@ -95,10 +95,12 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   if (!request.raw.complete) dropRestOfBody(request, reply);
   // request.log keeps the request id on the line.
   if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error }, 'request failed');
-  // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
-  // A 429 also names the client and the URL (what an operator blocks on), also when the `http` lines are off.
-  else if (error instanceof RateLimitError) request.log.warn({ statusCode, error: message, ip: request.ip, url: redactUrl(request.url), persist: false }, 'request refused');
-  else request.log.warn({ statusCode, error: message, persist: false }, 'request refused');
+  else {
+    // A 429 also names the client and the URL (what an operator blocks on), also when the `http` lines are off.
+    const client = error instanceof RateLimitError ? { ip: request.ip, url: redactUrl(request.url) } : undefined;
+    // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
+    request.log.warn({ statusCode, error: message, ...client, persist: false }, 'request refused');
+  }
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
