@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
-import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { createAuthUser, testSql } from './support/db.ts';
 
 // /api/auth as far as it can be shown without the auth server (which cannot
@@ -234,6 +234,27 @@ describe('/api/auth with the auth server unreachable', () => {
         statusCode: 503,
         requestId: expect.any(String),
       });
+    }
+  });
+
+  it("logs why: the auth server's own failure is the 503's cause, with the route and status", async () => {
+    const { app: logged, lines } = await buildTestAppWithLog(UNREACHABLE_AUTH);
+    try {
+      const response = await logged.inject({
+        method: 'POST',
+        url: '/api/auth/signin',
+        payload: { email: 'someone@example.test', password: 'secret123' },
+        headers: { 'x-request-id': 'auth-down-1' },
+      });
+      expect(response.statusCode).toBe(503);
+      const [failed] = lines.map((line) => JSON.parse(line)).filter((entry) => entry.requestId === 'auth-down-1' && entry.level === 50);
+      expect(failed).toMatchObject({ msg: 'request failed', method: 'POST', route: '/api/auth/signin', statusCode: 503 });
+      // Ours, then the auth client's (a refused connection here), message and stack alike.
+      expect(failed.err.message).toMatch(/^Authentication service unavailable: \S/);
+      expect(failed.err.stack).toContain('caused by: ');
+      expect(response.body).not.toContain(failed.err.message);
+    } finally {
+      await logged.close();
     }
   });
 

@@ -541,6 +541,39 @@ describe('an unexpected failure in a route (SPEC section 7: any, 500)', () => {
       expect(logged).toHaveLength(1);
       expect(logged[0].err.message).toContain('secret_column');
       expect(logged[0].err.stack).toContain('TypeError');
+      // Whole without its `http` line, which LOG_LEVEL=info (this app's) drops.
+      expect(logged[0]).toMatchObject({ method: 'GET', route: '/test/broken', statusCode: 500 });
+      expect(lines.join('')).not.toContain('request completed');
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe('the log line of a refused request', () => {
+  it('is one warn line that reads alone: method, route or URL, status; an unknown URL and a wrong method included', async () => {
+    const { app, lines } = await buildTestAppWithLog({}, 'info');
+    try {
+      const key = `secret-${crypto.randomUUID()}`;
+      const asked = [
+        ['GET', '/wp-login.php?user=admin', 'unknown-1', 404],
+        ['DELETE', '/health', 'method-1', 405],
+        ['DELETE', `/api/websites/api-key/${key}`, 'method-2', 405],
+        ['GET', '/api/feedback/get-feedback', 'signed-out-1', 401],
+      ] as const;
+      for (const [method, url, requestId, status] of asked) {
+        const answer = await app.inject({ method, url, headers: { 'x-request-id': requestId }, remoteAddress: '192.0.2.77' });
+        expect(answer.statusCode, url).toBe(status);
+      }
+      const refusals = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request refused');
+      expect(refusals.map((entry) => entry.requestId)).toEqual(asked.map(([, , requestId]) => requestId));
+      const byId = Object.fromEntries(refusals.map((entry) => [entry.requestId, entry]));
+      expect(byId['unknown-1']).toMatchObject({ level: 40, method: 'GET', statusCode: 404, url: '/wp-login.php?user=admin', ip: '192.0.2.77' });
+      expect(byId['method-1']).toMatchObject({ level: 40, method: 'DELETE', statusCode: 405, url: '/health', allowed: ['GET', 'HEAD'] });
+      // The answer names the path; the log takes it redacted, as every line does.
+      expect(byId['method-2']).toMatchObject({ statusCode: 405, url: '/api/websites/api-key/[redacted]' });
+      expect(lines.join('')).not.toContain(key);
+      expect(byId['signed-out-1']).toMatchObject({ level: 40, method: 'GET', route: '/api/feedback/get-feedback', statusCode: 401, error: 'Authentication required' });
     } finally {
       await app.close();
     }

@@ -90,17 +90,26 @@ function dropRestOfBody(request: FastifyRequest, reply: FastifyReply) {
   });
 }
 
+/**
+ * What a failed or refused request's log line says of it besides its request id (request.log
+ * adds that): enough to read alone, without the request's `http` line, which LOG_LEVEL=info drops.
+ */
+const whereAnswered = (request: FastifyRequest, statusCode: number) => ({ method: request.method, route: request.routeOptions.url, statusCode });
+
+/**
+ * The one warn line of a refused request. Refusals are stored only as counts
+ * (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
+ */
+function logRefusal(request: FastifyRequest, statusCode: number, error: string, more?: Record<string, unknown>) {
+  request.log.warn({ ...whereAnswered(request, statusCode), error, ...more, persist: false }, 'request refused');
+}
+
 export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   const { statusCode, message, details } = describe(error);
   if (!request.raw.complete) dropRestOfBody(request, reply);
-  // request.log keeps the request id on the line.
-  if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error }, 'request failed');
-  else {
-    // A 429 also names the client and the URL (what an operator blocks on), also when the `http` lines are off.
-    const client = error instanceof RateLimitError ? { ip: request.ip, url: redactUrl(request.url) } : undefined;
-    // Refusals are stored only as counts (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
-    request.log.warn({ statusCode, error: message, ...client, persist: false }, 'request refused');
-  }
+  if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
+  // A 429 also names the client and the URL: what an operator blocks on.
+  else logRefusal(request, statusCode, message, error instanceof RateLimitError ? { ip: request.ip, url: redactUrl(request.url) } : undefined);
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
@@ -180,6 +189,8 @@ function routedPath(url: string): string {
 }
 
 function methodNotAllowed(reply: FastifyReply, method: string, path: string, allowed: readonly string[]) {
+  // The answer names the path; the log line takes the URL redacted (an API key can be in it).
+  logRefusal(reply.request, 405, 'Method not allowed', { url: redactUrl(reply.request.url), allowed });
   return reply
     .status(405)
     .header('allow', allowed.join(', '))
@@ -235,6 +246,8 @@ export default fp(
       const path = request.url.split('?')[0];
       const allowed = methodsOf(path);
       if (allowed.length > 0 && !allowed.includes(request.method)) return methodNotAllowed(reply, request.method, path, allowed);
+      // What scanners ask for shows here, URL and client: no route's `http` line is needed to see it.
+      logRefusal(request, 404, 'Route not found', { url: redactUrl(request.url), ip: request.ip });
       return reply.status(404).send({ success: false, error: `Route ${request.method} ${path} not found`, statusCode: 404 });
     });
   },

@@ -52,9 +52,11 @@ export const authUnavailable = () => serviceUnavailable('Authentication service 
  * client sent, which each route answers in its own words.
  */
 export function authServerFailure(error: unknown): AppError | undefined {
-  if (isAuthServerDown(error)) return authUnavailable();
-  if (isAuthServerError(error)) return internalError();
-  return undefined;
+  const failure = isAuthServerDown(error) ? authUnavailable() : isAuthServerError(error) ? internalError() : undefined;
+  // The auth server's own error goes to the log with ours (pino writes a cause's message and
+  // stack), so a timeout, a refused connection and its 500 can be told apart; never to the client.
+  if (failure) failure.cause = error;
+  return failure;
 }
 
 /**

@@ -32,10 +32,11 @@ export interface AuthServiceDeps {
 function fail(error: unknown, fallback: AppError, byCode: Record<string, AppError> = {}): never {
   const failed = authServerFailure(error);
   // A 500 of the route's own (sign up's `Failed to register user`) says it in the SPEC's words.
-  if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? fallback : failed;
+  // The auth server's answer stays on `fallback` as its cause, which a 500's log line writes.
+  if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? Object.assign(fallback, { cause: error }) : failed;
   const { code } = (error ?? {}) as AuthFailure;
   if (code && byCode[code]) throw byCode[code];
-  throw authRateLimit(error) ?? fallback;
+  throw authRateLimit(error) ?? Object.assign(fallback, { cause: error });
 }
 
 export function createAuthService(deps: AuthServiceDeps) {

@@ -30,7 +30,7 @@ function authAdminError(error: unknown): AppError {
     if (error.code === 'user_not_found') return userNotFound();
     if (error.status === 400 || error.status === 422) return authRefusal(error);
   }
-  return error instanceof AppError ? error : internalError();
+  return error instanceof AppError ? error : Object.assign(internalError(), { cause: error });
 }
 
 export function createUsersService({ db, supabase }: { db: Database; supabase: SupabaseAuth }) {
