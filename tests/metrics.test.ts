@@ -105,6 +105,24 @@ describe('metrics', () => {
     ]) {
       expect(text).toContain(`# TYPE ${name} `);
     }
+    // Prometheus's naming rule, which rate() and promtool rely on: a name ending in _total is a counter.
+    const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => [name, type]);
+    expect(types.filter(([name, type]) => name.endsWith('_total') && type !== 'counter')).toEqual([]);
+    expect(types.filter(([name]) => name.endsWith('_total')).length).toBeGreaterThanOrEqual(4);
+  });
+
+  it('app_logs_dropped_total counts each entry the full log queue dropped, once, however often it is scraped', async () => {
+    const dropped = async () => {
+      const text = (await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).body;
+      return Number(/^app_logs_dropped_total (\S+)$/m.exec(text)?.[1]);
+    };
+    const before = await dropped();
+    // More warn lines at once than the queue holds (1,000): the writer has no turn to drain it in between.
+    for (let i = 0; i < 1_100; i += 1) app.log.warn({ i }, 'metrics test: a burst of log lines');
+    const counted = app.appLogs.stats().dropped;
+    expect(counted - before).toBeGreaterThanOrEqual(100);
+    expect(await dropped()).toBe(counted);
+    expect(await dropped()).toBe(counted);
   });
 
   it("the last-minute latency gauges say NaN once a minute has passed without requests, not the old figures", async () => {

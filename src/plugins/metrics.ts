@@ -106,9 +106,9 @@ export default fp<MetricsOptions>(
     gauge('process_resident_memory_bytes', 'Resident set size', () => process.memoryUsage.rss());
     gauge('nodejs_heap_used_bytes', 'V8 heap in use', () => process.memoryUsage().heapUsed);
     gauge('nodejs_heap_total_bytes', 'V8 heap allocated', () => process.memoryUsage().heapTotal);
-    gauge('nodejs_eventloop_lag_mean_seconds', 'Mean event-loop delay over the last sample', () => lagMs.mean / 1000);
-    gauge('nodejs_eventloop_lag_p99_seconds', '99th percentile of event-loop delay over the last sample', () => lagMs.p99 / 1000);
-    gauge('nodejs_eventloop_lag_max_seconds', 'Largest event-loop delay over the last sample', () => lagMs.max / 1000);
+    gauge('nodejs_eventloop_lag_mean_seconds', 'Mean event-loop delay over the last second (sampled every second)', () => lagMs.mean / 1000);
+    gauge('nodejs_eventloop_lag_p99_seconds', '99th percentile of event-loop delay over the last second (sampled every second)', () => lagMs.p99 / 1000);
+    gauge('nodejs_eventloop_lag_max_seconds', 'Largest event-loop delay over the last second (sampled every second)', () => lagMs.max / 1000);
     gauge('process_uptime_seconds', 'Seconds since the app started', () => (Date.now() - startedAt.getTime()) / 1000);
 
     app.addHook('onResponse', function countResponse(request: FastifyRequest, reply, done) {

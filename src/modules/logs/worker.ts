@@ -73,12 +73,15 @@ export default fp<AppLogsOptions>(
     const registers = [app.metrics.registry];
     let failed = 0;
     const failures = new Counter({ name: 'app_logs_write_failures_total', help: 'Log entries lost because storing them failed', registers });
-    new Gauge({
+    // A counter, as its name says: the sink counts drops itself, and each scrape adds those since the last.
+    let droppedCounted = 0;
+    new Counter({
       name: 'app_logs_dropped_total',
       help: 'Log entries dropped because the write queue was full',
       registers,
       collect() {
-        this.set(sink.dropped);
+        this.inc(sink.dropped - droppedCounted);
+        droppedCounted = sink.dropped;
       },
     });
     new Gauge({
