@@ -95,6 +95,8 @@ describe('metrics', () => {
     const text = response.body;
     expect(text).toMatch(/http_requests_total\{method="GET",route="\/health",status_class="2xx"\} \d+/);
     expect(text).toMatch(/http_request_duration_seconds\{quantile="0.99",method="GET",route="\/health"\} [\d.e-]+/);
+    expect(text).toContain('# TYPE http_server_request_duration_seconds histogram');
+    expect(text).toMatch(/http_server_request_duration_seconds_bucket\{le="\+Inf",method="GET",route="\/health"\} [1-9]\d*/);
     for (const name of [
       'http_requests_per_second',
       'process_resident_memory_bytes',

@@ -1,5 +1,5 @@
 import type { MetricObjectWithValues, MetricValue } from 'prom-client';
-import type { SummaryValues } from '../lib/latency-summary.ts';
+import type { MetricValues } from '../lib/latency-summary.ts';
 import { z } from 'zod';
 
 // The JSON view of the metrics registry, shared by GET /api/admin/metrics and
@@ -57,7 +57,7 @@ type Values = MetricObjectWithValues<MetricValue<string>>;
 const toMs = (seconds: number | undefined) =>
   seconds === undefined || !Number.isFinite(seconds) ? null : Math.round(seconds * 1e6) / 1e3;
 
-function quantiles(values: SummaryValues['values'], matches: (labels: Record<string, unknown>) => boolean) {
+function quantiles(values: MetricValues['values'], matches: (labels: Record<string, unknown>) => boolean) {
   const at = (q: number) => values.find((v) => v.labels.quantile === q && matches(v.labels))?.value;
   return { p50: toMs(at(0.5)), p95: toMs(at(0.95)), p99: toMs(at(0.99)) };
 }
@@ -67,7 +67,7 @@ export interface SnapshotInput {
   perSecond: number;
   requests: Values;
   responses: Values;
-  duration: SummaryValues;
+  duration: MetricValues;
   /** All routes over the last minute. */
   recentLatencyMs: MetricsSnapshot['latencyMs'];
   eventLoopLagMs: MetricsSnapshot['eventLoopLagMs'];

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.ts';
-import { LatencySummary } from '../lib/latency-summary.ts';
+import { LatencyHistogram, LatencySummary } from '../lib/latency-summary.ts';
 import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
 import { prometheusRoute } from './metrics-route.ts';
@@ -71,6 +71,14 @@ export default fp<MetricsOptions>(
       name: 'http_request_duration_seconds',
       help: 'Response time per route since start',
       percentiles: PERCENTILES,
+      registers,
+    });
+    // The same observations in buckets, under OpenTelemetry's name for them: what adds up across
+    // instances and answers "how many took under X" (lib/latency-summary.ts).
+    new LatencyHistogram({
+      name: 'http_server_request_duration_seconds',
+      help: 'Response time per route since start, in buckets',
+      source: duration,
       registers,
     });
     // The dashboard's last-minute percentiles (lib/latency-window.ts), also read out as gauges.
