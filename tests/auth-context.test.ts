@@ -3,7 +3,7 @@ import { SignJWT, UnsecuredJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
-import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { createAuthUser, openSession } from './support/db.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
@@ -101,6 +101,32 @@ describe('auth context', () => {
       new UnsecuredJWT({ admin: true, userId: 'u1' }).setExpirationTime('1h').encode(),
     ];
     for (const token of refused) expect((await get('/t/admin', token)).statusCode).toBe(401);
+  });
+});
+
+describe('the log line of a refused token', () => {
+  it('says why it was refused, which the 401 does not', async () => {
+    const { app, lines } = await buildTestAppWithLog({}, 'info', routes);
+    try {
+      const legacy = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops-user-2');
+      const asked = [
+        ['/t/user', await supabaseToken({}), 'the session has ended'],
+        ['/t/user', await supabaseToken({}, TEST_JWT_SECRET, Math.floor(Date.now() / 1000) - 3600), 'token refused: "exp" claim timestamp check failed'],
+        ['/t/user', await supabaseToken({}, 'some-other-projects-secret-0123456789abcdef'), 'token refused: signature verification failed'],
+        ['/t/user', legacy, 'a legacy admin token, on a route for signed-in users'],
+      ] as const;
+      for (const [index, [url, token]] of asked.entries()) {
+        const answer = await app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${token}`, 'x-request-id': `why-${index}` } });
+        expect(answer.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+      }
+      const reasons = lines
+        .map((line) => JSON.parse(line))
+        .filter((entry) => entry.msg === 'request refused')
+        .map((entry) => [entry.requestId, entry.reason]);
+      expect(reasons).toEqual(asked.map(([, , reason], index) => [`why-${index}`, reason]));
+    } finally {
+      await app.close();
+    }
   });
 });
 

@@ -551,7 +551,7 @@ describe('an unexpected failure in a route (SPEC section 7: any, 500)', () => {
 });
 
 describe('the log line of a refused request', () => {
-  it('is one warn line that reads alone: method, route or URL, status; an unknown URL and a wrong method included', async () => {
+  it('is one warn line that reads alone: method, route or URL, status, and why a 401; an unknown URL and a wrong method included', async () => {
     const { app, lines } = await buildTestAppWithLog({}, 'info');
     try {
       const key = `secret-${crypto.randomUUID()}`;
@@ -560,10 +560,14 @@ describe('the log line of a refused request', () => {
         ['DELETE', '/health', 'method-1', 405],
         ['DELETE', `/api/websites/api-key/${key}`, 'method-2', 405],
         ['GET', '/api/feedback/get-feedback', 'signed-out-1', 401],
+        ['GET', '/api/feedback/get-feedback', 'bad-token-1', 401],
       ] as const;
       for (const [method, url, requestId, status] of asked) {
-        const answer = await app.inject({ method, url, headers: { 'x-request-id': requestId }, remoteAddress: '192.0.2.77' });
+        const authorization = requestId === 'bad-token-1' ? { authorization: 'Bearer not-a-jwt' } : {};
+        const answer = await app.inject({ method, url, headers: { 'x-request-id': requestId, ...authorization }, remoteAddress: '192.0.2.77' });
         expect(answer.statusCode, url).toBe(status);
+        // Why a 401 was refused is the operator's: the client is told no more than the SPEC says.
+        if (status === 401) expect(answer.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
       }
       const refusals = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request refused');
       expect(refusals.map((entry) => entry.requestId)).toEqual(asked.map(([, , requestId]) => requestId));
@@ -573,7 +577,15 @@ describe('the log line of a refused request', () => {
       // The answer names the path; the log takes it redacted, as every line does.
       expect(byId['method-2']).toMatchObject({ statusCode: 405, url: '/api/websites/api-key/[redacted]' });
       expect(lines.join('')).not.toContain(key);
-      expect(byId['signed-out-1']).toMatchObject({ level: 40, method: 'GET', route: '/api/feedback/get-feedback', statusCode: 401, error: 'Authentication required' });
+      expect(byId['signed-out-1']).toMatchObject({
+        level: 40,
+        method: 'GET',
+        route: '/api/feedback/get-feedback',
+        statusCode: 401,
+        error: 'Authentication required',
+        reason: 'no bearer token',
+      });
+      expect(byId['bad-token-1']).toMatchObject({ statusCode: 401, reason: 'token refused: malformed token' });
     } finally {
       await app.close();
     }

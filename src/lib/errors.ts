@@ -6,6 +6,8 @@ export type FieldErrors = Record<string, string[]>;
 export class AppError extends Error {
   readonly statusCode: number;
   readonly details?: FieldErrors;
+  /** Why, for the refusal's log line only; the client gets `message` (a 401 says no more than that). */
+  reason?: string;
 
   constructor(statusCode: number, message: string, details?: FieldErrors) {
     super(message);
@@ -17,6 +19,8 @@ export class AppError extends Error {
 export const badRequest = (message: string, details?: FieldErrors) => new AppError(400, message, details);
 export const validationFailed = (details: FieldErrors) => new AppError(400, 'Validation failed', details);
 export const unauthorized = (message = 'Authentication required') => new AppError(401, message);
+/** 401 `Authentication required`, and why the credentials failed for the log (at most 200 characters: a token's header is the client's). */
+export const credentialsRefused = (reason: string) => Object.assign(unauthorized(), { reason: reason.slice(0, 200) });
 export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);
 export const notFound = (message = 'Resource not found') => new AppError(404, message);
 export const conflict = (message: string) => new AppError(409, message);

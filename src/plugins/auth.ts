@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookH
 import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
-import { forbidden, fromPostgresError, serviceUnavailable, unauthorized } from '../lib/errors.ts';
+import { credentialsRefused, forbidden, fromPostgresError, serviceUnavailable } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
 import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, SecretMissingError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
@@ -181,10 +181,9 @@ export default fp<AuthPluginOptions>(
         verified = await verify(token);
       } catch (error) {
         if (error instanceof InvalidTokenError) {
-          log.debug({ reason: error.message }, 'token refused');
           if (error instanceof SignatureMismatchError && error.issuer === ownIssuer) warnOfWrongSecret(log);
           if (error instanceof SecretMissingError && error.issuer === ownIssuer) warnOfMissingSecret(log);
-          throw unauthorized();
+          throw credentialsRefused(`token refused: ${error.message}`);
         }
         if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);
         throw error;
@@ -203,14 +202,14 @@ export default fp<AuthPluginOptions>(
         const fromDb = fromPostgresError(error);
         throw fromDb && fromDb.statusCode === 503 ? fromDb : serviceUnavailable('Service temporarily unavailable');
       }
-      if (!state.active) throw unauthorized();
+      if (!state.active) throw credentialsRefused('the session has ended');
       return { kind: 'user', userId: claims.sub, email: claims.email, sessionId: claims.session_id, roles: state.roles, claims };
     }
 
     async function authenticate(request: FastifyRequest): Promise<Caller> {
       if (request.caller) return request.caller;
       const token = bearerToken(request);
-      if (!token) throw unauthorized();
+      if (!token) throw credentialsRefused('no bearer token');
       request.caller = await callerFromToken(token, request.log);
       return request.caller;
     }
@@ -247,7 +246,7 @@ export default fp<AuthPluginOptions>(
 
     app.decorate('requireUser', async function requireUser(request: FastifyRequest) {
       const caller = await authenticate(request);
-      if (caller.kind !== 'user') throw unauthorized();
+      if (caller.kind !== 'user') throw credentialsRefused('a legacy admin token, on a route for signed-in users');
     });
 
     app.decorate('requireRole', (...roles: readonly AppRole[]) =>
@@ -255,7 +254,7 @@ export default fp<AuthPluginOptions>(
         const caller = await authenticate(request);
         if (caller.kind === 'legacy-admin') {
           if (roles.includes('admin')) return;
-          throw unauthorized();
+          throw credentialsRefused('a legacy admin token, on a route for other roles');
         }
         if (!caller.roles.some((role) => roles.includes(role))) throw forbidden();
       },

@@ -109,7 +109,8 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   if (!request.raw.complete) dropRestOfBody(request, reply);
   if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
   // A 429 also names the client and the URL: what an operator blocks on.
-  else logRefusal(request, statusCode, message, error instanceof RateLimitError ? { ip: request.ip, url: redactUrl(request.url) } : undefined);
+  else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, { ip: request.ip, url: redactUrl(request.url) });
+  else logRefusal(request, statusCode, message, error instanceof AppError && error.reason ? { reason: error.reason } : undefined);
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
