@@ -552,7 +552,7 @@ describe('an unexpected failure in a route (SPEC section 7: any, 500)', () => {
 
 describe('the log line of a refused request', () => {
   it('is one warn line that reads alone: method, route or URL, status, and why a 401; an unknown URL and a wrong method included', async () => {
-    const { app, lines } = await buildTestAppWithLog({}, 'info');
+    const { app, lines } = await buildTestAppWithLog({ CORS_ORIGIN: FRONTEND }, 'info');
     try {
       const key = `secret-${crypto.randomUUID()}`;
       const asked = [
@@ -561,10 +561,14 @@ describe('the log line of a refused request', () => {
         ['DELETE', `/api/websites/api-key/${key}`, 'method-2', 405],
         ['GET', '/api/feedback/get-feedback', 'signed-out-1', 401],
         ['GET', '/api/feedback/get-feedback', 'bad-token-1', 401],
+        ['OPTIONS', '/api/auth/signin', 'cors-1', 403],
       ] as const;
+      const sent: Record<string, Record<string, string>> = {
+        'bad-token-1': { authorization: 'Bearer not-a-jwt' },
+        'cors-1': { origin: 'https://elsewhere.example', 'access-control-request-method': 'POST' },
+      };
       for (const [method, url, requestId, status] of asked) {
-        const authorization = requestId === 'bad-token-1' ? { authorization: 'Bearer not-a-jwt' } : {};
-        const answer = await app.inject({ method, url, headers: { 'x-request-id': requestId, ...authorization }, remoteAddress: '192.0.2.77' });
+        const answer = await app.inject({ method, url, headers: { 'x-request-id': requestId, ...sent[requestId] }, remoteAddress: '192.0.2.77' });
         expect(answer.statusCode, url).toBe(status);
         // Why a 401 was refused is the operator's: the client is told no more than the SPEC says.
         if (status === 401) expect(answer.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
@@ -586,6 +590,8 @@ describe('the log line of a refused request', () => {
         reason: 'no bearer token',
       });
       expect(byId['bad-token-1']).toMatchObject({ statusCode: 401, reason: 'token refused: malformed token' });
+      // A preflight from an origin that is not CORS_ORIGIN's: both named, so a wrong setting shows.
+      expect(byId['cors-1']).toMatchObject({ statusCode: 403, reason: `CORS_ORIGIN is ${FRONTEND}; the preflight came from https://elsewhere.example` });
     } finally {
       await app.close();
     }

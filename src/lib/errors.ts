@@ -19,8 +19,10 @@ export class AppError extends Error {
 export const badRequest = (message: string, details?: FieldErrors) => new AppError(400, message, details);
 export const validationFailed = (details: FieldErrors) => new AppError(400, 'Validation failed', details);
 export const unauthorized = (message = 'Authentication required') => new AppError(401, message);
-/** 401 `Authentication required`, and why the credentials failed for the log (at most 200 characters: a token's header is the client's). */
-export const credentialsRefused = (reason: string) => Object.assign(unauthorized(), { reason: reason.slice(0, 200) });
+/** `error`, with why it was refused for its log line: at most 200 characters, as it can quote what the client sent. */
+export const withReason = <E extends AppError>(error: E, reason: string): E => Object.assign(error, { reason: reason.slice(0, 200) });
+/** 401 `Authentication required`, and why the credentials failed for the log. */
+export const credentialsRefused = (reason: string) => withReason(unauthorized(), reason);
 export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);
 export const notFound = (message = 'Resource not found') => new AppError(404, message);
 export const conflict = (message: string) => new AppError(409, message);

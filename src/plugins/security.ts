@@ -3,7 +3,7 @@ import helmet from '@fastify/helmet';
 import type { FastifyInstance, onRequestHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
-import { forbidden } from '../lib/errors.ts';
+import { forbidden, withReason } from '../lib/errors.ts';
 
 // Security headers, and CORS for exactly one front-end origin with
 // credentials; a request from any other origin gets no CORS headers at all.
@@ -118,7 +118,9 @@ export default fp<{ config: Config }>(
     app.addHook('onRequest', function refuseOtherOriginsPreflight(request, _reply, done) {
       const { origin } = request.headers;
       if (request.method === 'OPTIONS' && origin !== undefined && origin !== allowedOrigin && request.headers['access-control-request-method']) {
-        return done(forbidden('This origin may not call the API from a browser (CORS_ORIGIN)'));
+        // The log line names both origins, so a CORS_ORIGIN that is not the front end's shows there.
+        const refused = forbidden('This origin may not call the API from a browser (CORS_ORIGIN)');
+        return done(withReason(refused, `CORS_ORIGIN is ${allowedOrigin}; the preflight came from ${origin}`));
       }
       done();
     });
