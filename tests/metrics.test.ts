@@ -107,6 +107,10 @@ describe('metrics', () => {
     ]) {
       expect(text).toContain(`# TYPE ${name} `);
     }
+    // Two standard process metrics, as ready-made dashboards name them.
+    const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+    expect(value('process_cpu_seconds_total')).toBeGreaterThan(0);
+    expect(Math.abs(value('process_start_time_seconds') - (Date.now() / 1000 - process.uptime()))).toBeLessThanOrEqual(1);
     // Prometheus's naming rule, which rate() and promtool rely on: a name ending in _total is a counter.
     const types = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => [name, type]);
     expect(types.filter(([name, type]) => name.endsWith('_total') && type !== 'counter')).toEqual([]);

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Config } from '../config.ts';
+import { counterOfTotal } from '../lib/counter-of-total.ts';
 import { LatencyHistogram, LatencySummary } from '../lib/latency-summary.ts';
 import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
@@ -118,6 +119,14 @@ export default fp<MetricsOptions>(
     gauge('nodejs_eventloop_lag_p99_seconds', '99th percentile of event-loop delay over the last second (sampled every second)', () => lagMs.p99 / 1000);
     gauge('nodejs_eventloop_lag_max_seconds', 'Largest event-loop delay over the last second (sampled every second)', () => lagMs.max / 1000);
     gauge('process_uptime_seconds', 'Seconds since the app started', () => (Date.now() - startedAt.getTime()) / 1000);
+    // Two of the standard process metrics, under their usual names, read only when scraped: what
+    // ready-made dashboards show for CPU and restarts. (prom-client's default collectors as a whole
+    // would clash with the event-loop gauges above, which take off the sampler's own 10 ms.)
+    gauge('process_start_time_seconds', 'Start time of the process since the Unix epoch in seconds', () => Math.round(Date.now() / 1000 - process.uptime()));
+    counterOfTotal('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds', registers, () => {
+      const { user, system } = process.cpuUsage();
+      return (user + system) / 1e6;
+    });
 
     app.addHook('onResponse', function countResponse(request: FastifyRequest, reply, done) {
       if (request.routeOptions.config?.metrics === false) return done();

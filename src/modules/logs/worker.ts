@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../../config.ts';
+import { counterOfTotal } from '../../lib/counter-of-total.ts';
 import { LogSink } from '../../lib/log-sink.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { createLogsService } from './service.ts';
@@ -73,17 +74,8 @@ export default fp<AppLogsOptions>(
     const registers = [app.metrics.registry];
     let failed = 0;
     const failures = new Counter({ name: 'app_logs_write_failures_total', help: 'Log entries lost because storing them failed', registers });
-    // A counter, as its name says: the sink counts drops itself, and each scrape adds those since the last.
-    let droppedCounted = 0;
-    new Counter({
-      name: 'app_logs_dropped_total',
-      help: 'Log entries dropped because the write queue was full',
-      registers,
-      collect() {
-        this.inc(sink.dropped - droppedCounted);
-        droppedCounted = sink.dropped;
-      },
-    });
+    // A counter, as its name says (it was a gauge): the sink keeps the total.
+    counterOfTotal('app_logs_dropped_total', 'Log entries dropped because the write queue was full', registers, () => sink.dropped);
     new Gauge({
       name: 'app_logs_queued',
       help: 'Log entries waiting to be stored',
