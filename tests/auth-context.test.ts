@@ -106,11 +106,17 @@ describe('auth context', () => {
 
 describe('the log line of a refused token', () => {
   it('says why it was refused, which the 401 does not', async () => {
-    const { app, lines } = await buildTestAppWithLog({}, 'info', routes);
+    // A database of its own, as above: without Supabase Auth the stack's has no auth.sessions to look in.
+    const database = await createPrivateDatabase('why');
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    const { app, lines } = await buildTestAppWithLog({ DATABASE_URL: database.url }, 'info', routes);
     try {
+      const user = await createAuthUser(sql);
+      const signedOut = { sub: user.id, session_id: await openSession(sql, user.id) };
+      await sql`delete from auth.sessions where id = ${signedOut.session_id}`;
       const legacy = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops-user-2');
       const asked = [
-        ['/t/user', await supabaseToken({}), 'the session has ended'],
+        ['/t/user', await supabaseToken(signedOut), 'the session has ended'],
         ['/t/user', await supabaseToken({}, TEST_JWT_SECRET, Math.floor(Date.now() / 1000) - 3600), 'token refused: "exp" claim timestamp check failed'],
         ['/t/user', await supabaseToken({}, 'some-other-projects-secret-0123456789abcdef'), 'token refused: signature verification failed'],
         ['/t/user', legacy, 'a legacy admin token, on a route for signed-in users'],
@@ -126,6 +132,8 @@ describe('the log line of a refused token', () => {
       expect(reasons).toEqual(asked.map(([, , reason], index) => [`why-${index}`, reason]));
     } finally {
       await app.close();
+      await sql.end();
+      await database.drop();
     }
   });
 });

@@ -1,3 +1,4 @@
+import { type AddressInfo, createServer, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -252,9 +253,27 @@ describe('/api/auth with the auth server unreachable', () => {
       // Ours, then the auth client's (a refused connection here), message and stack alike.
       expect(failed.err.message).toMatch(/^Authentication service unavailable: \S/);
       expect(failed.err.stack).toContain('caused by: ');
-      expect(response.body).not.toContain(failed.err.message);
+      expect(response.json()).toEqual({ success: false, error: 'Authentication service unavailable', statusCode: 503, requestId: 'auth-down-1' });
     } finally {
       await logged.close();
+    }
+  });
+
+  it('logs a deadline of ours as the cause when the auth server takes the connection and never answers', async () => {
+    const held = new Set<Socket>();
+    const silent = createServer((socket) => held.add(socket.on('error', () => {})));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
+    const { app: logged, lines } = await buildTestAppWithLog({ ...UNREACHABLE_AUTH, SUPABASE_URL: `http://127.0.0.1:${port}`, AUTH_TIMEOUT_MS: '300' });
+    try {
+      const response = await logged.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: 'some-refresh-token' }, headers: { 'x-request-id': 'auth-silent-1' } });
+      expect(response.statusCode).toBe(503);
+      const [failed] = lines.map((line) => JSON.parse(line)).filter((entry) => entry.requestId === 'auth-silent-1' && entry.level === 50);
+      expect(failed.err.message).toBe('Authentication service unavailable: no answer from the auth server within 300 ms');
+    } finally {
+      await logged.close();
+      for (const socket of held) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
     }
   });
 

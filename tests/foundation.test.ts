@@ -552,7 +552,7 @@ describe('an unexpected failure in a route (SPEC section 7: any, 500)', () => {
 
 describe('the log line of a refused request', () => {
   it('is one warn line that reads alone: method, route or URL, status, and why a 401; an unknown URL and a wrong method included', async () => {
-    const { app, lines } = await buildTestAppWithLog({ CORS_ORIGIN: FRONTEND }, 'info');
+    const { app, lines } = await buildTestAppWithLog({ CORS_ORIGIN: FRONTEND, METRICS_TOKEN: 'metrics-token-for-tests-0123456789' }, 'info');
     try {
       const key = `secret-${crypto.randomUUID()}`;
       const asked = [
@@ -562,22 +562,26 @@ describe('the log line of a refused request', () => {
         ['GET', '/api/feedback/get-feedback', 'signed-out-1', 401],
         ['GET', '/api/feedback/get-feedback', 'bad-token-1', 401],
         ['OPTIONS', '/api/auth/signin', 'cors-1', 403],
+        ['GET', `/api/analytics?websiteId=${crypto.randomUUID()}&startDate=2026-03-01&endDate=2026-03-02`, 'api-key-1', 401],
+        ['GET', '/metrics', 'metrics-1', 401],
       ] as const;
       const sent: Record<string, Record<string, string>> = {
         'bad-token-1': { authorization: 'Bearer not-a-jwt' },
+        'api-key-1': { 'x-api-key': `unknown-${key}` },
+        'metrics-1': { authorization: 'Bearer not-the-metrics-token-0123456789' },
         'cors-1': { origin: 'https://elsewhere.example', 'access-control-request-method': 'POST' },
       };
       for (const [method, url, requestId, status] of asked) {
         const answer = await app.inject({ method, url, headers: { 'x-request-id': requestId, ...sent[requestId] }, remoteAddress: '192.0.2.77' });
         expect(answer.statusCode, url).toBe(status);
         // Why a 401 was refused is the operator's: the client is told no more than the SPEC says.
-        if (status === 401) expect(answer.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+        if (status === 401) expect(answer.json(), url).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
       }
       const refusals = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request refused');
       expect(refusals.map((entry) => entry.requestId)).toEqual(asked.map(([, , requestId]) => requestId));
       const byId = Object.fromEntries(refusals.map((entry) => [entry.requestId, entry]));
       expect(byId['unknown-1']).toMatchObject({ level: 40, method: 'GET', statusCode: 404, url: '/wp-login.php?user=admin', ip: '192.0.2.77' });
-      expect(byId['method-1']).toMatchObject({ level: 40, method: 'DELETE', statusCode: 405, url: '/health', allowed: ['GET', 'HEAD'] });
+      expect(byId['method-1']).toMatchObject({ level: 40, method: 'DELETE', statusCode: 405, url: '/health', ip: '192.0.2.77', allowed: ['GET', 'HEAD'] });
       // The answer names the path; the log takes it redacted, as every line does.
       expect(byId['method-2']).toMatchObject({ statusCode: 405, url: '/api/websites/api-key/[redacted]' });
       expect(lines.join('')).not.toContain(key);
@@ -590,6 +594,8 @@ describe('the log line of a refused request', () => {
         reason: 'no bearer token',
       });
       expect(byId['bad-token-1']).toMatchObject({ statusCode: 401, reason: 'token refused: malformed token' });
+      expect(byId['api-key-1']).toMatchObject({ statusCode: 401, reason: 'X-API-Key opens no website' });
+      expect(byId['metrics-1']).toMatchObject({ statusCode: 401, reason: 'not the METRICS_TOKEN' });
       // A preflight from an origin that is not CORS_ORIGIN's: both named, so a wrong setting shows.
       expect(byId['cors-1']).toMatchObject({ statusCode: 403, reason: `CORS_ORIGIN is ${FRONTEND}; the preflight came from https://elsewhere.example` });
     } finally {

@@ -21,6 +21,8 @@ export const validationFailed = (details: FieldErrors) => new AppError(400, 'Val
 export const unauthorized = (message = 'Authentication required') => new AppError(401, message);
 /** `error`, with why it was refused for its log line: at most 200 characters, as it can quote what the client sent. */
 export const withReason = <E extends AppError>(error: E, reason: string): E => Object.assign(error, { reason: reason.slice(0, 200) });
+/** `error`, with the failure behind it as its cause: a 5xx's log line writes the cause's message and stack (pino), its answer never. */
+export const withCause = <E extends AppError>(error: E, cause: unknown): E => Object.assign(error, { cause });
 /** 401 `Authentication required`, and why the credentials failed for the log. */
 export const credentialsRefused = (reason: string) => withReason(unauthorized(), reason);
 export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);

@@ -96,6 +96,9 @@ function dropRestOfBody(request: FastifyRequest, reply: FastifyReply) {
  */
 const whereAnswered = (request: FastifyRequest, statusCode: number) => ({ method: request.method, route: request.routeOptions.url, statusCode });
 
+/** The client and the URL (redacted: an API key can be in it), for the refusals an operator blocks on: 429, 404, 405. */
+const whoAskedWhat = (request: FastifyRequest) => ({ ip: request.ip, url: redactUrl(request.url) });
+
 /**
  * The one warn line of a refused request. Refusals are stored only as counts
  * (plugins/refusal-log.ts): one row per hostile request would flood app_logs.
@@ -108,8 +111,7 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   const { statusCode, message, details } = describe(error);
   if (!request.raw.complete) dropRestOfBody(request, reply);
   if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
-  // A 429 also names the client and the URL: what an operator blocks on.
-  else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, { ip: request.ip, url: redactUrl(request.url) });
+  else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, whoAskedWhat(request));
   else logRefusal(request, statusCode, message, error instanceof AppError && error.reason ? { reason: error.reason } : undefined);
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
@@ -190,8 +192,8 @@ function routedPath(url: string): string {
 }
 
 function methodNotAllowed(reply: FastifyReply, method: string, path: string, allowed: readonly string[]) {
-  // The answer names the path; the log line takes the URL redacted (an API key can be in it).
-  logRefusal(reply.request, 405, 'Method not allowed', { url: redactUrl(reply.request.url), allowed });
+  // The answer names the path; the log line has the URL redacted.
+  logRefusal(reply.request, 405, 'Method not allowed', { ...whoAskedWhat(reply.request), allowed });
   return reply
     .status(405)
     .header('allow', allowed.join(', '))
@@ -248,7 +250,7 @@ export default fp(
       const allowed = methodsOf(path);
       if (allowed.length > 0 && !allowed.includes(request.method)) return methodNotAllowed(reply, request.method, path, allowed);
       // What scanners ask for shows here, URL and client: no route's `http` line is needed to see it.
-      logRefusal(request, 404, 'Route not found', { url: redactUrl(request.url), ip: request.ip });
+      logRefusal(request, 404, 'Route not found', whoAskedWhat(request));
       return reply.status(404).send({ success: false, error: `Route ${request.method} ${path} not found`, statusCode: 404 });
     });
   },

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import { unauthorized } from '../lib/errors.ts';
+import { credentialsRefused } from '../lib/errors.ts';
 import { bearerToken } from './auth.ts';
 import { drawOn } from './rate-limit.ts';
 
@@ -19,7 +19,7 @@ export function prometheusRoute(app: FastifyInstance, registry: Registry, token:
     if (!given || !sameSecret(given, token)) {
       // A scraper with the token is never limited; every wrong guess draws on the general budget.
       await drawOn(app.rateLimitGroups.general, request, reply);
-      throw unauthorized();
+      throw credentialsRefused(given ? 'not the METRICS_TOKEN' : 'no bearer token');
     }
     return reply.type(registry.contentType).send(await registry.metrics());
   });

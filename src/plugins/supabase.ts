@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { withinDeadline as raceDeadline } from '../lib/deadline.ts';
-import { type AppError, badRequest, internalError, RateLimitError, serviceUnavailable, validationFailed } from '../lib/errors.ts';
+import { type AppError, badRequest, internalError, RateLimitError, serviceUnavailable, validationFailed, withCause } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's
@@ -52,11 +52,11 @@ export const authUnavailable = () => serviceUnavailable('Authentication service 
  * client sent, which each route answers in its own words.
  */
 export function authServerFailure(error: unknown): AppError | undefined {
-  const failure = isAuthServerDown(error) ? authUnavailable() : isAuthServerError(error) ? internalError() : undefined;
-  // The auth server's own error goes to the log with ours (pino writes a cause's message and
-  // stack), so a timeout, a refused connection and its 500 can be told apart; never to the client.
-  if (failure) failure.cause = error;
-  return failure;
+  // The auth server's own error goes to the log as ours's cause, so a failed connection and its 500
+  // can be told apart there; never to the client.
+  if (isAuthServerDown(error)) return withCause(authUnavailable(), error);
+  if (isAuthServerError(error)) return withCause(internalError(), error);
+  return undefined;
 }
 
 /**
@@ -117,7 +117,8 @@ export function deadlineFetch(timeoutMs: number): typeof fetch {
  * caller should hear 503 at once and retry on its own schedule (SPEC 5.4).
  */
 export function withinDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
-  return raceDeadline(work, timeoutMs, authUnavailable);
+  // Said in the log line, so that a deadline of ours is not taken for the auth server's failure.
+  return raceDeadline(work, timeoutMs, () => withCause(authUnavailable(), new Error(`no answer from the auth server within ${timeoutMs} ms`)));
 }
 
 export function createSupabaseAuth(config: Config): SupabaseAuth {

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { unauthorized } from '../../lib/errors.ts';
+import { credentialsRefused, unauthorized } from '../../lib/errors.ts';
 import { WEBSITE_READERS } from '../../lib/roles.ts';
 import type { AnalyticsCaller } from './permissions.ts';
 
@@ -27,7 +27,7 @@ export function analyticsCallerGuard(app: FastifyInstance, websiteIdOfApiKey: (a
     const apiKey = request.headers['x-api-key'];
     if (apiKey !== undefined) {
       const websiteId = typeof apiKey === 'string' ? await websiteIdOfApiKey(apiKey) : undefined;
-      if (!websiteId) throw unauthorized();
+      if (!websiteId) throw credentialsRefused('X-API-Key opens no website');
       request.analyticsCaller = { kind: 'api-key', websiteId };
       return;
     }

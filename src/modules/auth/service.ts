@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError, badRequest, conflict, internalError, notFound, RateLimitError, unauthorized } from '../../lib/errors.ts';
+import { AppError, badRequest, conflict, internalError, notFound, RateLimitError, unauthorized, withCause } from '../../lib/errors.ts';
 import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -32,11 +32,12 @@ export interface AuthServiceDeps {
 function fail(error: unknown, fallback: AppError, byCode: Record<string, AppError> = {}): never {
   const failed = authServerFailure(error);
   // A 500 of the route's own (sign up's `Failed to register user`) says it in the SPEC's words.
-  // The auth server's answer stays on `fallback` as its cause, which a 500's log line writes.
-  if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? Object.assign(fallback, { cause: error }) : failed;
+  // A 500 of ours keeps the auth server's answer as its cause, which its log line writes.
+  const withAnswer = () => (fallback.statusCode >= 500 ? withCause(fallback, error) : fallback);
+  if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? withAnswer() : failed;
   const { code } = (error ?? {}) as AuthFailure;
   if (code && byCode[code]) throw byCode[code];
-  throw authRateLimit(error) ?? Object.assign(fallback, { cause: error });
+  throw authRateLimit(error) ?? withAnswer();
 }
 
 export function createAuthService(deps: AuthServiceDeps) {

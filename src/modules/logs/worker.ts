@@ -74,7 +74,7 @@ export default fp<AppLogsOptions>(
     const registers = [app.metrics.registry];
     let failed = 0;
     const failures = new Counter({ name: 'app_logs_write_failures_total', help: 'Log entries lost because storing them failed', registers });
-    // A counter, as its name says (it was a gauge): the sink keeps the total.
+    // A counter: rate() and promtool take a name ending in _total for one. The sink keeps the total.
     counterOfTotal('app_logs_dropped_total', 'Log entries dropped because the write queue was full', registers, () => sink.dropped);
     new Gauge({
       name: 'app_logs_queued',

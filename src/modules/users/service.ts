@@ -1,6 +1,6 @@
 import { isAuthApiError, isAuthWeakPasswordError } from '@supabase/supabase-js';
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError, conflict, forbidden, internalError, notFound, validationFailed } from '../../lib/errors.ts';
+import { AppError, conflict, forbidden, internalError, notFound, validationFailed, withCause } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, Tx } from '../../plugins/db.ts';
 import { authRefusal, authServerFailure, isAuthServerError, type SupabaseAuth } from '../../plugins/supabase.ts';
@@ -30,7 +30,7 @@ function authAdminError(error: unknown): AppError {
     if (error.code === 'user_not_found') return userNotFound();
     if (error.status === 400 || error.status === 422) return authRefusal(error);
   }
-  return error instanceof AppError ? error : Object.assign(internalError(), { cause: error });
+  return error instanceof AppError ? error : withCause(internalError(), error);
 }
 
 export function createUsersService({ db, supabase }: { db: Database; supabase: SupabaseAuth }) {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
-import { unauthorized } from '../../lib/errors.ts';
+import { credentialsRefused } from '../../lib/errors.ts';
 import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { rolesInWords, WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from '../../lib/roles.ts';
 import { callerOf } from '../../plugins/auth.ts';
@@ -67,7 +67,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     },
     async function findWebsiteByApiKeyHeader(request) {
       const apiKey = request.headers['x-api-key'];
-      if (!apiKey) throw unauthorized();
+      if (!apiKey) throw credentialsRefused('no X-API-Key');
       return { success: true as const, data: await websites.findWebsiteByApiKeyElevated(apiKey) };
     },
   );
