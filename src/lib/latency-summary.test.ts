@@ -14,31 +14,44 @@ const series = (text: string) =>
       return [line.slice(0, at), Number(line.slice(at + 1))] as const;
     });
 
+/**
+ * Observes each of `milliseconds` on GET /a and 3.5 ms on POST /b, in ours and in prom-client's
+ * metric alike; answers both registries' series, which must be the same lines in the same order.
+ */
+async function sameObservations(
+  ours: { observe(method: string, route: string, ms: number): void },
+  oursRegistry: Registry,
+  theirs: { observe(labels: { method: string; route: string }, seconds: number): void },
+  theirsRegistry: Registry,
+  milliseconds: number[],
+) {
+  for (const [method, route, ms] of [...milliseconds.map((ms) => ['GET', '/a', ms] as const), ['POST', '/b', 3.5] as const]) {
+    ours.observe(method, route, ms);
+    theirs.observe({ method, route }, ms / 1000);
+  }
+  const text = await oursRegistry.metrics();
+  const got = series(text);
+  const want = series(await theirsRegistry.metrics());
+  expect(got.map(([name]) => name)).toEqual(want.map(([name]) => name));
+  return { text, pairs: got.map(([name, value], i) => [name, value, want[i][1]] as const), got: Object.fromEntries(got) };
+}
+
 describe('LatencySummary', () => {
   it("writes the same Prometheus series as prom-client's Summary: exact sum and count, quantiles within 1 %", async () => {
     const ours = new Registry();
     const theirs = new Registry();
     const summary = new LatencySummary({ name: 'http_request_duration_seconds', help: 'Response time', percentiles: PERCENTILES, registers: [ours] });
     const reference = new Summary({ name: 'http_request_duration_seconds', help: 'Response time', labelNames: ['method', 'route'], percentiles: PERCENTILES, registers: [theirs] });
-    for (let ms = 1; ms <= 1000; ms += 1) {
-      summary.observe('GET', '/a', ms);
-      reference.observe({ method: 'GET', route: '/a' }, ms / 1000);
-    }
-    summary.observe('POST', '/b', 3.5);
-    reference.observe({ method: 'POST', route: '/b' }, 0.0035);
-
-    const text = await ours.metrics();
+    const everyMs = Array.from({ length: 1000 }, (_, i) => i + 1);
+    const { text, pairs, got } = await sameObservations(summary, ours, reference, theirs, everyMs);
     expect(text).toContain('# TYPE http_request_duration_seconds summary');
-    const got = series(text);
-    const want = series(await theirs.metrics());
-    expect(got.map(([name]) => name)).toEqual(want.map(([name]) => name));
-    expect(got.map(([name]) => name)).toContain('http_request_duration_seconds{quantile="0.99",method="GET",route="/a"}');
-    for (const [[name, value], [, expected]] of got.map((line, i) => [line, want[i]] as const)) {
+    expect(Object.keys(got)).toContain('http_request_duration_seconds{quantile="0.99",method="GET",route="/a"}');
+    for (const [name, value, expected] of pairs) {
       if (name.includes('_count')) expect(value, name).toBe(expected);
       else expect(Math.abs(value - expected) / expected, name).toBeLessThan(0.01);
     }
-    expect(Object.fromEntries(got)['http_request_duration_seconds_count{method="GET",route="/a"}']).toBe(1000);
-    expect(Object.fromEntries(got)['http_request_duration_seconds_sum{method="GET",route="/a"}']).toBeCloseTo(500.5, 6);
+    expect(got['http_request_duration_seconds_count{method="GET",route="/a"}']).toBe(1000);
+    expect(got['http_request_duration_seconds_sum{method="GET",route="/a"}']).toBeCloseTo(500.5, 6);
   });
 
   it('reset forgets every series', async () => {
@@ -64,23 +77,13 @@ describe('LatencyHistogram', () => {
     });
     // Every bound itself (at most its bound: in its bucket), between the bounds, and past the last.
     const observed = [...DURATION_BUCKETS_SECONDS.map((bound) => bound * 1000), 0.2, 3, 60, 120, 12_000, 30_000];
-    for (const ms of observed) {
-      summary.observe('GET', '/a', ms);
-      reference.observe({ method: 'GET', route: '/a' }, ms / 1000);
-    }
-    summary.observe('POST', '/b', 3.5);
-    reference.observe({ method: 'POST', route: '/b' }, 0.0035);
-
-    const text = await ours.metrics();
+    const { text, pairs, got } = await sameObservations(summary, ours, reference, theirs, observed);
     expect(text).toContain('# TYPE http_server_request_duration_seconds histogram');
-    const got = series(text);
-    const want = series(await theirs.metrics());
-    expect(got.map(([name]) => name)).toEqual(want.map(([name]) => name));
-    for (const [[name, value], [, expected]] of got.map((line, i) => [line, want[i]] as const)) {
+    for (const [name, value, expected] of pairs) {
       if (name.includes('_sum')) expect(value, name).toBeCloseTo(expected, 9);
       else expect(value, name).toBe(expected);
     }
-    expect(Object.fromEntries(got)['http_server_request_duration_seconds_bucket{le="0.005",method="GET",route="/a"}']).toBe(3);
-    expect(Object.fromEntries(got)['http_server_request_duration_seconds_bucket{le="+Inf",method="GET",route="/a"}']).toBe(observed.length);
+    expect(got['http_server_request_duration_seconds_bucket{le="0.005",method="GET",route="/a"}']).toBe(3);
+    expect(got['http_server_request_duration_seconds_bucket{le="+Inf",method="GET",route="/a"}']).toBe(observed.length);
   });
 });
