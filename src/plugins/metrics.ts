@@ -115,9 +115,10 @@ export default fp<MetricsOptions>(
     gauge('process_resident_memory_bytes', 'Resident set size', () => process.memoryUsage.rss());
     gauge('nodejs_heap_used_bytes', 'V8 heap in use', () => process.memoryUsage().heapUsed);
     gauge('nodejs_heap_total_bytes', 'V8 heap allocated', () => process.memoryUsage().heapTotal);
-    gauge('nodejs_eventloop_lag_mean_seconds', 'Mean event-loop delay over the last sampling interval (1 s; the delay itself is sampled every 10 ms)', () => lagMs.mean / 1000);
-    gauge('nodejs_eventloop_lag_p99_seconds', '99th percentile of event-loop delay over the last sampling interval (1 s; the delay itself is sampled every 10 ms)', () => lagMs.p99 / 1000);
-    gauge('nodejs_eventloop_lag_max_seconds', 'Largest event-loop delay over the last sampling interval (1 s; the delay itself is sampled every 10 ms)', () => lagMs.max / 1000);
+    const lagWindow = 'over the last sampling interval (1 s; the delay itself is sampled every 10 ms)';
+    gauge('nodejs_eventloop_lag_mean_seconds', `Mean event-loop delay ${lagWindow}`, () => lagMs.mean / 1000);
+    gauge('nodejs_eventloop_lag_p99_seconds', `99th percentile of event-loop delay ${lagWindow}`, () => lagMs.p99 / 1000);
+    gauge('nodejs_eventloop_lag_max_seconds', `Largest event-loop delay ${lagWindow}`, () => lagMs.max / 1000);
     gauge('process_uptime_seconds', 'Seconds since the app started', () => (Date.now() - startedAt.getTime()) / 1000);
     // Two of the standard process metrics, under their usual names, read only when scraped: what
     // ready-made dashboards show for CPU and restarts. (prom-client's default collectors as a whole

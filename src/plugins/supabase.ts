@@ -52,8 +52,8 @@ export const authUnavailable = () => serviceUnavailable('Authentication service 
  * client sent, which each route answers in its own words.
  */
 export function authServerFailure(error: unknown): AppError | undefined {
-  // The auth server's own error goes to the log as ours's cause, so a failed connection and its 500
-  // can be told apart there; never to the client.
+  // The auth server's own error goes to the log as the cause of ours, so a failed connection and
+  // its 500 can be told apart there; never to the client.
   if (isAuthServerDown(error)) return withCause(authUnavailable(), error);
   if (isAuthServerError(error)) return withCause(internalError(), error);
   return undefined;
