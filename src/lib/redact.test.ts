@@ -13,7 +13,7 @@ describe('redactUrl', () => {
   });
 
   it("knows a credential's name in any spelling: case, _ or -, camelCase, escapes, a [] suffix", () => {
-    for (const name of ['access_token', 'ACCESS_TOKEN', 'accessToken', 'access-token', 'refreshToken', 'newPassword', 'id_token', 'apiKey', 'api_key', 'key', 'acc%65ss_token', 'access_token[]', 'password[0]']) {
+    for (const name of ['access_token', 'ACCESS_TOKEN', 'accessToken', 'access-token', 'refreshToken', 'newPassword', 'id_token', 'apiKey', 'api_key', 'key', 'acc%65ss_token', 'access_token[]', 'password[0]', 'code', 'token_hash', 'client_secret', 'Authorization']) {
       expect(redactUrl(`/a?${name}=SECRET&page=2`), name).toBe(`/a?${name}=[redacted]&page=2`);
     }
     expect(redactUrl('/a?token%3DSECRET')).toBe('/a?[redacted]');
@@ -33,7 +33,7 @@ describe('redactUrl', () => {
   });
 
   it('leaves everything else as it was', () => {
-    for (const url of ['/', '/health', '/a?q=hello+world&page=2', '/a?search=key', '/a?keyword=x&monkey=1', '/a?password', '/a?x=%E0%A4%A', '/api/websites/api-key', '/api/websites/api-key/']) {
+    for (const url of ['/', '/health', '/a?q=hello+world&page=2', '/a?search=key', '/a?keyword=x&monkey=1', '/a?postcode=1&zip_code=2&codes=3', '/a?password', '/a?x=%E0%A4%A', '/api/websites/api-key', '/api/websites/api-key/']) {
       expect(redactUrl(url), url).toBe(url);
     }
   });

@@ -12,10 +12,26 @@
 /**
  * Query names that carry a credential, compared without case, `_`, `-`, `.`,
  * spaces or a trailing `[]`/`[n]`: `access_token`, `accessToken` and
- * `access-token` alike, and the API's own body names (`refreshToken`,
- * `newPassword`) that a client may put in a query by mistake.
+ * `access-token` alike, the API's own body names (`refreshToken`,
+ * `newPassword`) that a client may put in a query by mistake, and what OAuth
+ * and Supabase Auth's e-mail links carry in one (`code`, `token_hash`,
+ * `client_secret`, an `authorization` header written as a parameter).
  */
-const CREDENTIAL_NAMES = new Set(['accesstoken', 'refreshtoken', 'idtoken', 'token', 'apikey', 'key', 'password', 'newpassword', 'secret']);
+const CREDENTIAL_NAMES = new Set([
+  'accesstoken',
+  'refreshtoken',
+  'idtoken',
+  'token',
+  'tokenhash',
+  'apikey',
+  'key',
+  'password',
+  'newpassword',
+  'secret',
+  'clientsecret',
+  'code',
+  'authorization',
+]);
 
 /** The ASCII escapes decoded, any other left as written: never throws, and the names compared here are ASCII. */
 function decodeAsciiEscapes(text: string): string {
@@ -63,7 +79,7 @@ function redactPair(pair: string): string {
 }
 
 /** Words every credential name holds; a query with none of them and no escape to hide one holds no credential. */
-const CREDENTIAL_WORD = /token|key|password|secret/i;
+const CREDENTIAL_WORD = /token|key|password|secret|code|authorization/i;
 
 function redactQuery(query: string): string {
   // Every request's log line comes through here: most queries (limit=20&offset=0) are let by at once.
