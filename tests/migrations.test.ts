@@ -1,4 +1,4 @@
-import { appendFile, cp, mkdtemp, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { appendFile, cp, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -142,6 +142,31 @@ describe('applied migrations are checked against their files before anything is 
 
     await writeFile(path.join(db.directory, file), body.replace("'a; b'", "'a; c'"));
     await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(file)} was changed after it was applied`));
+  });
+});
+
+describe('a migration amended after it landed (AMENDED_MIGRATIONS)', () => {
+  const amended = '20261127100000_count_feedback_by_status_and_website.sql';
+  /** The body it landed with: its LOCK TABLE at the top level, not in a `do` block. */
+  const landedBody = (body: string) =>
+    body.replace(/-- Inside a `do` block:[\s\S]*?\ndo \$\$\nbegin\n  (lock table [^\n]+)\nend;\n\$\$;\n/, '$1\n');
+
+  it('a database that recorded the body it landed with, whole or split, migrates on; any other edit is still refused', async () => {
+    const db = await scratch();
+    const landed = landedBody(await readFile(path.join(db.directory, amended), 'utf8'));
+    expect(landed).toMatch(/\nlock table public\.feedback in share row exclusive mode;\n/);
+    await addLaterMigration(db);
+    const record = (statements: string[]) => db.sql`update supabase_migrations.schema_migrations set statements = ${statements} where version = ${versionOf(amended)}`;
+
+    // Whole, as `npm run migrate` records a file.
+    await record([landed]);
+    expect(await db.migrate()).toEqual(['29991231000000_create_later_marker.sql']);
+    // Split at its `;`, as `supabase db push` records one (the comparison does not depend on where).
+    await record(landed.split(';').map((piece) => piece.trim()).filter((piece) => piece !== ''));
+    expect(await db.migrate()).toEqual([]);
+
+    await record([`${landed}\ncreate table public.audit_marker (x int);\n`]);
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(amended)} was changed after it was applied`));
   });
 });
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type postgres from 'postgres';
@@ -8,8 +9,9 @@ import { MIGRATION_FILE } from '../../src/plugins/db-schema.ts';
 // what the Supabase platform provides (supabase/local/platform.sql), and
 // applies supabase/migrations in order, recording them where the Supabase CLI
 // does (supabase_migrations.schema_migrations). A landed migration is never
-// edited (README, Layout), so a history that disagrees with the files stops
-// the run instead of being skipped over.
+// edited (README, Layout; AMENDED_MIGRATIONS is the one exception), so a
+// history that disagrees with the files stops the run instead of being
+// skipped over.
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
@@ -118,11 +120,41 @@ async function readMigrations(directory: string): Promise<MigrationFile[]> {
 // compared exactly; split statements are compared with the file with space and
 // empty statements around every ';' removed on both sides, which is all the
 // split changes (so an edit of only the space around a ';' goes unnoticed).
-function sameBody(stored: readonly string[], body: string): boolean {
+const withoutSplitSpace = (text: string) => text.replace(/\s*;[\s;]*/g, ';').replace(/^[\s;]+|[\s;]+$/g, '');
+
+/** The recorded statements as text to compare, and whether they are a whole file (else split, compared without split space). */
+function recordedText(stored: readonly string[]): { text: string; whole: boolean } {
   const [only] = stored;
-  if (stored.length === 1 && (only !== only.trim() || only.endsWith(';'))) return only === body;
-  const normalize = (text: string) => text.replace(/\s*;[\s;]*/g, ';').replace(/^[\s;]+|[\s;]+$/g, '');
-  return normalize(stored.join(';')) === normalize(body);
+  if (stored.length === 1 && (only !== only.trim() || only.endsWith(';'))) return { text: only, whole: true };
+  return { text: withoutSplitSpace(stored.join(';')), whole: false };
+}
+
+function sameBody(stored: readonly string[], body: string): boolean {
+  const { text, whole } = recordedText(stored);
+  return text === (whole ? body : withoutSplitSpace(body));
+}
+
+/**
+ * Migrations amended after they landed, each with the SHA-256 of the body it
+ * had before, whole and without split space (as sameBody compares them): a
+ * database that recorded the earlier body was migrated by it, and is not
+ * refused for the amendment. Only for a change in how a statement is sent,
+ * never in what the migration does.
+ *
+ * 20261127100000: its `lock table` moved into a `do` block. Supabase CLI
+ * 2.115 and later send a file's statements in one pipeline without BEGIN,
+ * where PostgreSQL refuses a top-level LOCK TABLE (25P01, "can only be used
+ * in transaction blocks"; supabase/cli#6347), and that migration, and every
+ * later one, failed under `supabase db reset`, `supabase start` and `db push`.
+ */
+const AMENDED_MIGRATIONS = new Map<string, readonly string[]>([
+  ['20261127100000', ['bac9cd92f592e4d76d812a5d2325b0ffc64d9bc0749a365f528d0869dfd82312', '3c8c789c3f4d5019e2184e1be317346e9cb25510b3d5a1c7e7253b261b68c29c']],
+]);
+
+function amendedFrom(version: string, stored: readonly string[]): boolean {
+  const earlier = AMENDED_MIGRATIONS.get(version);
+  if (!earlier) return false;
+  return earlier.includes(createHash('sha256').update(recordedText(stored).text).digest('hex'));
 }
 
 /**
@@ -154,7 +186,7 @@ function migrationHistoryProblems(files: readonly MigrationFile[], recorded: rea
       problems.push({ file: recordedFile(row), message: `Migration ${recordedFile(row)} is recorded as applied but has no file in ${where}; restore the file, or recreate a database migrated from another branch` });
     } else if (row.name !== null && row.name !== migration.name) {
       problems.push({ file: migration.file, message: `Migration ${recordedFile(row)} was applied, but its version now belongs to ${migration.file}; an applied migration keeps its file: put the change in a new migration` });
-    } else if (row.statements !== null && !sameBody(row.statements, migration.body)) {
+    } else if (row.statements !== null && !sameBody(row.statements, migration.body) && !amendedFrom(row.version, row.statements)) {
       problems.push({ file: migration.file, message: `Migration ${migration.file} was changed after it was applied; add a new migration instead` });
     }
   }

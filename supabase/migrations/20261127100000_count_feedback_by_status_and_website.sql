@@ -115,7 +115,16 @@ revoke all on function public.count_feedback_changes() from public, anon, authen
 revoke all on function public.forget_feedback_counts() from public, anon, authenticated, service_role;
 
 -- No submission may slip in between the first count and the triggers.
-lock table public.feedback in share row exclusive mode;
+-- Inside a `do` block: Supabase CLI 2.115 and later send a migration's
+-- statements in one pipeline without BEGIN, where a top-level LOCK TABLE is
+-- refused (25P01); within a block it runs, and holds to the migration's end,
+-- under every runner (amended after it landed: scripts/stack/database.ts,
+-- AMENDED_MIGRATIONS).
+do $$
+begin
+  lock table public.feedback in share row exclusive mode;
+end;
+$$;
 
 create trigger feedback_count_inserts
   after insert on public.feedback
