@@ -235,6 +235,50 @@ describe('the last admin (a database of its own)', () => {
     }
   });
 
+  it('refuses an admin removal under REPEATABLE READ (its check would read a snapshot older than its lock); under SERIALIZABLE two crossed removals leave one admin', async () => {
+    const [x, y] = [await createAuthUser(sql), await createAuthUser(sql)];
+    await grantRole(sql, x.id, 'admin');
+    await grantRole(sql, y.id, 'admin');
+    for (const other of (await admins()).filter((id) => id !== x.id && id !== y.id)) await sql`delete from public.user_roles where user_id = ${other}`;
+
+    await expect(sql.begin('isolation level repeatable read', (tx) => tx`delete from public.user_roles where user_id = ${x.id} and role = 'admin'`)).rejects.toMatchObject({ code: '25001' });
+    expect(await admins()).toEqual([x.id, y.id].sort());
+
+    // Each takes its snapshot, then removes the other admin; the second waits on the first's lock.
+    const first = postgres(db.url, { max: 1, onnotice: () => {} });
+    const second = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      let firstMayCommit!: () => void;
+      const mayCommit = new Promise<void>((resolve) => (firstMayCommit = resolve));
+      let bothLooked!: () => void;
+      const looked = new Promise<void>((resolve) => (bothLooked = resolve));
+      let secondLooked!: () => void;
+      const secondHasLooked = new Promise<void>((resolve) => (secondLooked = resolve));
+      const firstTx = first.begin('isolation level serializable', async (tx) => {
+        await tx`select count(*) from public.user_roles where role = 'admin'`;
+        await secondHasLooked;
+        await tx`delete from public.user_roles where user_id = ${y.id} and role = 'admin'`;
+        bothLooked();
+        await mayCommit;
+      });
+      const secondTx = second.begin('isolation level serializable', async (tx) => {
+        await tx`select count(*) from public.user_roles where role = 'admin'`;
+        secondLooked();
+        await looked;
+        await tx`delete from public.user_roles where user_id = ${x.id} and role = 'admin'`;
+      });
+      await looked;
+      firstMayCommit();
+      const outcomes = await Promise.allSettled([firstTx, secondTx]);
+      expect(outcomes.map((outcome) => (outcome.status === 'fulfilled' ? 'committed' : (outcome.reason as { code?: string }).code))).toEqual(['committed', '40001']);
+      expect(await admins()).toEqual([x.id]);
+    } finally {
+      await first.end();
+      await second.end();
+    }
+    await sql`delete from public.user_roles where user_id = ${y.id}`;
+  });
+
   it('still lets the account of the last admin be deleted (a decision about the account)', async () => {
     const [only] = await admins();
     await sql.begin(async (tx) => {
