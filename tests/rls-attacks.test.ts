@@ -102,11 +102,17 @@ describe('schema public', () => {
   });
 
   it('gives the API roles no TRUNCATE, REFERENCES or TRIGGER on any table, and no rights on its sequences', async () => {
+    // service_role too: a trigger is a change to the schema, and TRUNCATE passes the last-admin rule and role_changes by.
     const tableRights = await sql`
       select c.relname, r.role
-        from pg_class c join pg_namespace n on n.oid = c.relnamespace, (values ('anon'), ('authenticated')) as r (role)
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace, (values ('anon'), ('authenticated'), ('service_role')) as r (role)
        where n.nspname = 'public' and c.relkind in ('r', 'p') and has_table_privilege(r.role, c.oid, 'TRUNCATE, REFERENCES, TRIGGER')`;
     expect(tableRights).toEqual([]);
+    // The record of role changes is its trigger's to write: every API role may at most read it.
+    const auditRights = await sql`
+      select r.role from (values ('anon'), ('authenticated'), ('service_role')) as r (role)
+       where has_table_privilege(r.role, 'public.role_changes', 'INSERT, UPDATE, DELETE')`;
+    expect(auditRights).toEqual([]);
     // UPDATE on a sequence is setval: resetting an identity makes its table's writers fail on duplicate keys.
     const sequenceRights = await sql`
       select c.relname, r.role
@@ -122,6 +128,22 @@ describe('schema public', () => {
        where n.nspname = 'public' and p.prosecdef`;
     expect(definers.length).toBeGreaterThan(0);
     expect(definers.filter((d) => !(d.config ?? []).some((setting) => setting.startsWith('search_path='))).map((d) => d.fn)).toEqual([]);
+  });
+
+  it('lets anon and authenticated execute only the security definer functions meant for them', async () => {
+    const executable = await sql`
+      select p.oid::regprocedure::text as fn, r.role
+        from pg_proc p join pg_namespace n on n.oid = p.pronamespace, (values ('anon'), ('authenticated')) as r (role)
+       where n.nspname = 'public' and p.prosecdef and has_function_privilege(r.role, p.oid, 'EXECUTE')
+       order by 1, 2`;
+    // The role checks the policies call (answering only for the caller), and a website's deletion, which checks that its caller is an admin.
+    expect(executable).toEqual([
+      { fn: 'begin_website_deletion(uuid)', role: 'authenticated' },
+      { fn: 'has_any_role(app_role[])', role: 'anon' },
+      { fn: 'has_any_role(app_role[])', role: 'authenticated' },
+      { fn: 'has_role(app_role)', role: 'anon' },
+      { fn: 'has_role(app_role)', role: 'authenticated' },
+    ]);
   });
 
   it('lets neither anon nor authenticated execute a trigger function', async () => {
@@ -222,7 +244,9 @@ describe('control: the same probes as service_role', () => {
     expect(match.outcome).toMatchObject({ refused: false, count: 1 });
     const copy = await attempt(sql, service, probes['insert all columns'], async () => undefined);
     // Accepted, or refused for what the row is (a duplicate or dangling key, append-only events), never for its shape.
-    if (copy.outcome.refused) expect(['23503', '23505', '55000'], describeOutcome(copy.outcome)).toContain(copy.outcome.code);
+    // role_changes is its trigger's to write: service_role may only read it.
+    if (name === 'role_changes') expect(copy.outcome, describeOutcome(copy.outcome)).toMatchObject({ refused: true, code: '42501' });
+    else if (copy.outcome.refused) expect(['23503', '23505', '55000'], describeOutcome(copy.outcome)).toContain(copy.outcome.code);
     else expect(copy.outcome.count).toBe(1);
   });
 });

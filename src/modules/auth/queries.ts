@@ -31,6 +31,11 @@ export function endSessionElevated(sql: ElevatedSql, userId: string, sessionId: 
   return sql<{ ended: boolean }[]>`select public.end_session(${userId}::uuid, ${sessionId}::uuid) as ended`;
 }
 
+/** Elevated: ends the session a refresh token belongs to (public.end_session_of_refresh_token), when the auth server finds the token reused; the session's id, or null. Pending, so the service can bound it. */
+export function endSessionOfRefreshTokenElevated(sql: ElevatedSql, refreshToken: string) {
+  return sql<{ session: string | null }[]>`select public.end_session_of_refresh_token(${refreshToken}) as session`;
+}
+
 /** Elevated: ends every session of a user (public.end_all_sessions), when the auth server failed to after a password reset; how many there were. Pending, so the service can bound it. */
 export function endAllSessionsElevated(sql: ElevatedSql, userId: string) {
   return sql<{ ended: number }[]>`select public.end_all_sessions(${userId}::uuid) as ended`;

@@ -90,7 +90,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
       },
     },
     async function refreshSession(request) {
-      const session = await auth.refresh(request.ip, request.body.refreshToken);
+      const session = await auth.refresh(request.ip, request.body.refreshToken, request.log);
       return { success: true as const, message: 'Session refreshed', data: { session } };
     },
   );

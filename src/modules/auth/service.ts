@@ -4,7 +4,7 @@ import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import { authRateLimit, authRefusal, authServerFailure, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
-import { endAllSessionsElevated, endSessionElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
+import { endAllSessionsElevated, endSessionElevated, endSessionOfRefreshTokenElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
 // Accounts are Supabase Auth's: every operation here is delegated to it
@@ -52,6 +52,25 @@ export function createAuthService(deps: AuthServiceDeps) {
     const [{ ended }] = await db.bounded(endSessionElevated(db.sql, session.userId, session.sessionId));
     deps.forgetSession(session.sessionId);
     if (!ended) throw unauthorized('No active session');
+  }
+
+  /**
+   * Ends the session of a refresh token the auth server refused as already
+   * used. The auth server revokes the session's refresh tokens then, but
+   * honours each for its reuse interval (10 s) after that, and a refresh
+   * within it hands out a new token that lives on: a thief refreshing every
+   * few seconds kept the session. The client is answered 401 whatever happens
+   * here; a failure is logged, and the revocation still stands.
+   */
+  async function endSessionOfReusedToken(refreshToken: string, log: FastifyBaseLogger) {
+    try {
+      const [{ session }] = await db.bounded(endSessionOfRefreshTokenElevated(db.sql, refreshToken));
+      if (!session) return;
+      deps.forgetSession(session);
+      log.warn({ sessionId: session }, 'a refresh token was used again after newer ones: its session is ended');
+    } catch (error) {
+      log.warn({ err: error }, "the session of a reused refresh token could not be ended; the auth server has revoked its refresh tokens");
+    }
   }
 
   /** Whether an account holds `email`; false when the database cannot say either. */
@@ -113,12 +132,15 @@ export function createAuthService(deps: AuthServiceDeps) {
       };
     },
 
-    async refresh(ip: string, refreshToken: string) {
+    async refresh(ip: string, refreshToken: string, log: FastifyBaseLogger) {
       const { data, error } = await withinDeadline(
         supabase.forRequest(ip).auth.refreshSession({ refresh_token: refreshToken }),
         supabase.timeoutMs,
       );
-      if (error || !data.session) fail(error, unauthorized('Invalid or expired refresh token'));
+      if (error || !data.session) {
+        if ((error as AuthFailure | null)?.code === 'refresh_token_already_used') await endSessionOfReusedToken(refreshToken, log);
+        fail(error, unauthorized('Invalid or expired refresh token'));
+      }
       return toSession(data.session);
     },
 
