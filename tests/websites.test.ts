@@ -211,6 +211,15 @@ describe('websites routes', () => {
     expect(response.json().data).toMatchObject({ settings: full, metadata: full });
   });
 
+  it("settings of the largest numbers, whose text PostgreSQL writes out in full, pass the table's bound as the body's", async () => {
+    // 2,300 of 1e308 are 16 KiB as JSON and 713 KB as PostgreSQL's text of them.
+    const large = { large: Array<number>(2_300).fill(1e308) };
+    expect(Buffer.byteLength(JSON.stringify(large))).toBeLessThanOrEqual(16 * 1024);
+    const response = await create({ name: 'Large', domain: 'large.example.test', settings: large });
+    expect(response.statusCode, response.body).toBe(201);
+    expect(response.json().data.settings).toEqual(large);
+  });
+
   it('POST with a number JSON reads as Infinity (1e400) → 400, not stored as null', async () => {
     const response = await app.inject({
       method: 'POST',
@@ -280,6 +289,11 @@ describe('row-level security on websites, as each role', () => {
     const newHash = createHash('sha256').update(randomUUID()).digest();
     expect(await asUser(sql, editor, (tx) => tx`update public.websites set api_key_hash = ${newHash}, api_key_prefix = 'wsk_new' where id = ${id} returning id`)).toHaveLength(1);
     await expect(asUser(sql, editor, (tx) => tx`update public.websites set deletion_started_at = now() where id = ${id}`)).rejects.toMatchObject({ code: '42501' });
+    // What the API bounds, the table bounds too, for a write in SQL: no 2 MB of settings, no long prefix, no hash but a SHA-256.
+    await expect(asUser(sql, editor, (tx) => tx`update public.websites set settings = jsonb_build_object('x', repeat('A', 2000000)) where id = ${id}`)).rejects.toMatchObject({ code: '23514' });
+    await expect(asUser(sql, editor, (tx) => tx`update public.websites set metadata = jsonb_build_object('x', repeat('A', 2000000)) where id = ${id}`)).rejects.toMatchObject({ code: '23514' });
+    await expect(asUser(sql, editor, (tx) => tx`update public.websites set api_key_prefix = repeat('p', 33) where id = ${id}`)).rejects.toMatchObject({ code: '23514' });
+    await expect(asUser(sql, editor, (tx) => tx`update public.websites set api_key_hash = decode('00', 'hex') where id = ${id}`)).rejects.toMatchObject({ code: '23514' });
     // A website being deleted stays keyless: not even an UPDATE that reads no
     // column (no WHERE, so no SELECT policy) reaches it. All of it is rolled back.
     const markedPrefix = await asUser(sql, editor, async (tx) => {
