@@ -279,6 +279,10 @@ describe("the profile triggers' rules on a database of this file's own", () => {
     // This generation of auth.users has no deleted_at: an e-mail change still reaches the profile.
     await asAuthServer((tx) => tx`update auth.users set email = 'moved-one@example.test', last_sign_in_at = now() where id = ${long}`);
     expect(await profileOf(long)).toEqual({ email: 'moved-one@example.test', name: 'New Name' });
+    // An address removed (an account that signs in by phone) leaves none behind, as an account made
+    // without one has '' (which admin_notification_emails skips), so no notification goes to the old one.
+    await asAuthServer((tx) => tx`update auth.users set email = null where id = ${long}`);
+    expect(await profileOf(long)).toEqual({ email: '', name: 'New Name' });
   });
 
   it('a soft-deleted account loses its profile and roles, even as the last admin; a live last admin still cannot lose the role', async () => {
