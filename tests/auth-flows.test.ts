@@ -172,6 +172,9 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
       select (select count(*)::int from auth.sessions where id = ${sessionId}) as sessions,
              (select count(*)::int from auth.refresh_tokens where session_id = ${sessionId}) as tokens`;
     expect(left[0]).toEqual({ sessions: 0, tokens: 0 });
+    // Ended as /logout ends one: its audit entry is there for the dashboard's history.
+    const logouts = await sql`select 1 from auth.audit_log_entries where payload->>'actor_id' = ${account.id} and payload->>'action' = 'logout'`;
+    expect(logouts).toHaveLength(1);
   });
 
   it('a refresh token unused for 30 days is refused; one unused for 29 days still works', async () => {

@@ -2,28 +2,31 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { loadModule, parseSync } from 'libpg-query';
 import postgres from 'postgres';
-import { beforeAll, describe, expect, inject, it, onTestFinished } from 'vitest';
-import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase, ROOT } from '../scripts/stack/database.ts';
-import { uniqueDatabaseName } from '../scripts/stack/index.ts';
+import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { applyMigrations, MIGRATION_HISTORY_DDL, MIGRATIONS_DIR } from '../scripts/stack/database.ts';
+import { createPrivateDatabase } from './support/private-database.ts';
 
 // supabase/migrations must apply unchanged under the Supabase CLI (README,
-// The local stack), and since 2.115 the CLI applies a file differently from
-// `npm run migrate`: cut after each top-level `;`, its statements go out in
-// one pipeline (Parse, Bind, Execute each, one Sync) with no BEGIN
+// Using hosted Supabase), and since 2.115 the CLI applies a file differently
+// from `npm run migrate`: cut after each top-level `;`, its statements go out
+// in one pipeline (Parse, Bind, Execute each, one Sync) with no BEGIN
 // (supabase/cli#6347). PostgreSQL runs that as one implicit transaction that
 // is no transaction block, so a statement that needs one (a top-level LOCK
 // TABLE) fails, and with it that migration and every later one. Here each
 // file goes out so, through the patched driver's chain (one write, one Sync;
-// tests/database-chain.test.ts), cut where PostgreSQL's own parser
-// (libpg-query) finds each statement's `;`.
-
-const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
+// tests/database-chain.test.ts).
+//
+// The file is cut where PostgreSQL's own parser (libpg-query) ends each
+// statement, not by the CLI's tokenizer. The two cut our files alike, but
+// not every file: the CLI's skips the character after a backslash outside a
+// string, and reads `(` in a function body its own way. A migration using
+// either should be checked under the CLI itself.
 
 beforeAll(async () => {
   await loadModule();
 });
 
-/** The file cut as the CLI cuts it (pkg/parser SplitAndTrim): after each top-level `;`, that `;` and the space around it trimmed. */
+/** The file cut as the CLI cuts it (after each top-level `;`, that `;` and the space around it trimmed), at the `;` PostgreSQL's parser finds. */
 function cutAsTheCliDoes(body: string): string[] {
   // PostgreSQL's locations count bytes of UTF-8, not characters.
   const bytes = Buffer.from(body, 'utf8');
@@ -43,20 +46,14 @@ function cutAsTheCliDoes(body: string): string[] {
 const holdsStatement = (piece: string) => (parseSync(piece).stmts ?? []).length > 0;
 
 async function scratchDatabase(): Promise<{ url: string; sql: postgres.Sql }> {
-  const { postgresUrl } = inject('stack');
-  const name = uniqueDatabaseName('portfolio_cli_apply');
-  await createDatabase(postgresUrl, name);
-  const url = databaseUrl(postgresUrl, name);
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  const database = await createPrivateDatabase('cli_apply', { migrated: false });
+  const sql = postgres(database.url, { max: 1, onnotice: () => {} });
   onTestFinished(async () => {
     await sql.end({ timeout: 5 });
-    await dropDatabase(postgresUrl, name);
+    await database.drop();
   });
-  await applyPlatform(url);
-  await sql.unsafe(`
-    create schema supabase_migrations;
-    create table supabase_migrations.schema_migrations (version text primary key, statements text[], name text);`);
-  return { url, sql };
+  await sql.unsafe(MIGRATION_HISTORY_DDL);
+  return { url: database.url, sql };
 }
 
 /** One migration as the CLI applies it: its statements in one pipeline, no BEGIN; then its history row. */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
-import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase, ROOT } from '../scripts/stack/database.ts';
+import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase, MIGRATIONS_DIR } from '../scripts/stack/database.ts';
 import { uniqueDatabaseName } from '../scripts/stack/index.ts';
 
 // The migration runner checks the recorded history against the files before
@@ -11,8 +11,6 @@ import { uniqueDatabaseName } from '../scripts/stack/index.ts';
 // or lost, and a late file cannot slip in below the newest applied version.
 // Each test has a database of its own and a copy of supabase/migrations to
 // change, so the repository's files are never touched.
-
-const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
 
 interface Scratch {
   url: string;
@@ -211,6 +209,34 @@ describe('profile names stored before the rule', () => {
     expect(ids.map(nameOf)).toEqual(['Padded', 'x'.repeat(100), 'user', 'Fine Name']);
     // A sign-in updates each row; none is refused now.
     expect((await db.sql`update public.profiles set last_login = now()`).count).toBe(4);
+  });
+});
+
+describe('rows stored before the 2026-11-29 bounds', () => {
+  it('are mended: a website over the bounds, and a profile that kept an address its account no longer has', async () => {
+    const db = await scratch({ migrated: false });
+    const later = db.files.slice(db.files.findIndex((file) => file.includes('_bound_website_columns')));
+    expect(later.some((file) => file.includes('_profile_email_follows_removal'))).toBe(true);
+    for (const file of later) await rename(path.join(db.directory, file), path.join(db.directory, `${file}.later`));
+    await db.migrate();
+
+    const [website] = await db.sql`
+      insert into public.websites (name, domain, api_key_hash, api_key_prefix, settings, metadata)
+      values ('Over', 'over.example.test', decode('00', 'hex'), ${'p'.repeat(40)}, jsonb_build_object('x', repeat('A', 2000000)), '{"kept": true}')
+      returning id`;
+    const account = crypto.randomUUID();
+    await db.sql`insert into auth.users (id, email, raw_user_meta_data) values (${account}, 'left@example.test', '{}')`;
+    await db.sql`update auth.users set email = null where id = ${account}`;
+    expect((await db.sql`select email from public.profiles where id = ${account}`)[0].email).toBe('left@example.test');
+
+    for (const file of later) await rename(path.join(db.directory, `${file}.later`), path.join(db.directory, file));
+    await db.migrate();
+    const [mended] = await db.sql`select settings, metadata, api_key_prefix, octet_length(api_key_hash) as hash_bytes from public.websites where id = ${website.id}`;
+    expect(mended).toEqual({ settings: {}, metadata: { kept: true }, api_key_prefix: 'p'.repeat(12), hash_bytes: 32 });
+    // The bounds hold from here on, and the mended row takes an update as the API's.
+    await expect(db.sql`update public.websites set api_key_prefix = ${'p'.repeat(33)} where id = ${website.id}`).rejects.toMatchObject({ code: '23514' });
+    expect((await db.sql`update public.websites set name = 'Renamed' where id = ${website.id}`).count).toBe(1);
+    expect((await db.sql`select email from public.profiles where id = ${account}`)[0].email).toBe('');
   });
 });
 

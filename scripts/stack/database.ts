@@ -14,7 +14,13 @@ import { MIGRATION_FILE } from '../../src/plugins/db-schema.ts';
 // skipped over.
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
-const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
+export const MIGRATIONS_DIR = path.join(ROOT, 'supabase/migrations');
+/** Where the Supabase CLI records the migrations applied, in the columns it writes; made if missing. */
+export const MIGRATION_HISTORY_DDL = `
+  create schema if not exists supabase_migrations;
+  create table if not exists supabase_migrations.schema_migrations (
+    version text primary key, statements text[], name text
+  );`;
 const PLATFORM_SQL = path.join(ROOT, 'supabase/local/platform.sql');
 
 export function databaseUrl(serverUrl: string, name: string): string {
@@ -215,11 +221,7 @@ export async function applyMigrations(url: string, { directory = MIGRATIONS_DIR 
     // (one connection: max 1) and released when the connection ends. A run
     // started meanwhile waits here, then finds the migrations recorded.
     await sql.unsafe(`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
-    await sql.unsafe(`
-      create schema if not exists supabase_migrations;
-      create table if not exists supabase_migrations.schema_migrations (
-        version text primary key, statements text[], name text
-      );`);
+    await sql.unsafe(MIGRATION_HISTORY_DDL);
     const recorded = await sql<RecordedMigration[]>`select version, name, statements from supabase_migrations.schema_migrations order by version`;
     const [problem, ...more] = migrationHistoryProblems(migrations, recorded, where);
     if (problem) {

@@ -13,7 +13,7 @@ describe('redactUrl', () => {
   });
 
   it("knows a credential's name in any spelling: case, _ or -, camelCase, escapes, a [] suffix", () => {
-    for (const name of ['access_token', 'ACCESS_TOKEN', 'accessToken', 'access-token', 'refreshToken', 'newPassword', 'id_token', 'apiKey', 'api_key', 'key', 'acc%65ss_token', 'access_token[]', 'password[0]', 'code', 'token_hash', 'client_secret', 'Authorization']) {
+    for (const name of ['access_token', 'ACCESS_TOKEN', 'accessToken', 'access-token', 'refreshToken', 'newPassword', 'id_token', 'apiKey', 'api_key', 'key', 'acc%65ss_token', 'access_token[]', 'password[0]', 'code', 'auth_code', 'code_verifier', 'token_hash', 'client_secret', 'provider_token', 'provider_refresh_token', 'Authorization']) {
       expect(redactUrl(`/a?${name}=SECRET&page=2`), name).toBe(`/a?${name}=[redacted]&page=2`);
     }
     expect(redactUrl('/a?token%3DSECRET')).toBe('/a?[redacted]');

@@ -13,9 +13,10 @@
  * Query names that carry a credential, compared without case, `_`, `-`, `.`,
  * spaces or a trailing `[]`/`[n]`: `access_token`, `accessToken` and
  * `access-token` alike, the API's own body names (`refreshToken`,
- * `newPassword`) that a client may put in a query by mistake, and what OAuth
- * and Supabase Auth's e-mail links carry in one (`code`, `token_hash`,
- * `client_secret`, an `authorization` header written as a parameter).
+ * `newPassword`) that a client may put in a query by mistake, and what OAuth,
+ * PKCE and Supabase Auth's e-mail links carry in one (`code`, `auth_code`,
+ * `code_verifier`, `token_hash`, `client_secret`, `provider_token`,
+ * `provider_refresh_token`, an `authorization` header written as a parameter).
  */
 const CREDENTIAL_NAMES = new Set([
   'accesstoken',
@@ -30,6 +31,10 @@ const CREDENTIAL_NAMES = new Set([
   'secret',
   'clientsecret',
   'code',
+  'authcode',
+  'codeverifier',
+  'providertoken',
+  'providerrefreshtoken',
   'authorization',
 ]);
 

@@ -4,7 +4,8 @@
 -- address, and public.admin_notification_emails() went on sending an admin's
 -- feedback notifications to an address the account no longer has. The
 -- profile now holds '' then, as it does for an account made without one
--- (handle_new_auth_user), and notifications skip ''.
+-- (handle_new_auth_user), and notifications skip ''. The profiles of
+-- addresses removed before now are mended too.
 
 create or replace function public.handle_updated_auth_user()
 returns trigger
@@ -31,3 +32,8 @@ end;
 $$;
 
 revoke all on function public.handle_updated_auth_user() from public, anon, authenticated;
+
+update public.profiles p
+   set email = '', updated_at = now()
+  from auth.users u
+ where u.id = p.id and u.email is null and p.email <> '';

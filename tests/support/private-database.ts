@@ -7,13 +7,14 @@ import { uniqueDatabaseName } from '../../scripts/stack/index.ts';
 // shared database cannot show (e.g. "there is always one admin" while other
 // files grant admin concurrently). Same bootstrap and migrations as the stack.
 
-export async function createPrivateDatabase(label = 'private'): Promise<{ url: string; drop(): Promise<void> }> {
+/** `migrated: false` leaves out our migrations, for a test that applies them its own way. */
+export async function createPrivateDatabase(label = 'private', { migrated = true } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const { postgresUrl } = inject('stack');
   const name = uniqueDatabaseName(`portfolio_${label}`);
   await createDatabase(postgresUrl, name);
   const url = databaseUrl(postgresUrl, name);
   await applyPlatform(url);
-  await applyMigrations(url);
+  if (migrated) await applyMigrations(url);
   return { url, drop: () => dropDatabase(postgresUrl, name) };
 }
 
