@@ -83,7 +83,8 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         tags,
         summary: 'A new session for a refresh token (public)',
         description:
-          'Each refresh hands out a new refresh token. 401 `Invalid or expired refresh token` (also after 30 days unused); ' +
+          'Each refresh hands out a new refresh token. 401 `Invalid or expired refresh token` (also after 30 days unused, ' +
+          'and for a token used again after newer ones, which ends its whole session); ' +
           '503 when the auth server does not answer within its deadline.',
         body: RefreshBodySchema,
         response: { 200: RefreshResponseSchema },

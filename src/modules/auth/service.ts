@@ -56,11 +56,11 @@ export function createAuthService(deps: AuthServiceDeps) {
 
   /**
    * Ends the session of a refresh token the auth server refused as already
-   * used. The auth server revokes the session's refresh tokens then, but
-   * honours each for its reuse interval (10 s) after that, and a refresh
-   * within it hands out a new token that lives on: a thief refreshing every
-   * few seconds kept the session. The client is answered 401 whatever happens
-   * here; a failure is logged, and the revocation still stands.
+   * used. With rotation on, the auth server revokes the session's refresh
+   * tokens then, but honours each for its reuse interval (10 s) after that,
+   * and a refresh within it hands out a new token that lives on: a thief
+   * refreshing every few seconds kept the session. The client is answered
+   * 401 whatever happens here; a failure is logged.
    */
   async function endSessionOfReusedToken(refreshToken: string, log: FastifyBaseLogger) {
     try {
@@ -69,7 +69,7 @@ export function createAuthService(deps: AuthServiceDeps) {
       deps.forgetSession(session);
       log.warn({ sessionId: session }, 'a refresh token was used again after newer ones: its session is ended');
     } catch (error) {
-      log.warn({ err: error }, "the session of a reused refresh token could not be ended; the auth server has revoked its refresh tokens");
+      log.warn({ err: error }, 'the session of a reused refresh token could not be ended; only the auth server revoked its refresh tokens');
     }
   }
 
