@@ -4,6 +4,7 @@ import { loadModule, parseSync } from 'libpg-query';
 import postgres from 'postgres';
 import { beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { applyMigrations, MIGRATION_HISTORY_DDL, MIGRATIONS_DIR } from '../scripts/stack/database.ts';
+import { MIGRATION_FILE } from '../src/plugins/db-schema.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // supabase/migrations must apply unchanged under the Supabase CLI (README,
@@ -70,7 +71,7 @@ async function applyAsTheCliDoes(sql: postgres.Sql, file: string, body: string):
   } finally {
     connection.release();
   }
-  const [, version, name] = /^(\d+)_(.+)\.sql$/.exec(file)!;
+  const [, version, name] = MIGRATION_FILE.exec(file)!;
   await sql`insert into supabase_migrations.schema_migrations (version, statements, name) values (${version}, ${statements}, ${name})`;
 }
 
