@@ -4,7 +4,7 @@ import fp from 'fastify-plugin';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
 import { LogSink } from './lib/log-sink.ts';
-import { parseQueryString } from './lib/query-string.ts';
+import { namingRepeatedKeys, parseQueryString } from './lib/query-string.ts';
 import { replySerializerCompiler } from './lib/reply-serializer.ts';
 import { loggerOptions } from './logger.ts';
 import adminRoutes from './modules/admin/routes.ts';
@@ -95,6 +95,7 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
 async function app(fastify: FastifyInstance, { config, rateLimit, logSink, onFatal }: AppOptions) {
   fastify.setValidatorCompiler<Parameters<typeof validatorCompiler>[0]['schema']>((route) => {
     const validate = validatorCompiler(route);
+    if (route.httpPart === 'querystring') return (query: Record<string, unknown>) => namingRepeatedKeys(validate(query), query);
     if (route.httpPart !== 'body') return validate;
     // A request without a body (or with `null`) is checked as an empty object,
     // so the answer names each required field instead of "expected object".

@@ -343,6 +343,9 @@ describe('GET /api/feedback/get-feedback (admin list)', () => {
     // Without a website filter the status filter still holds for every row.
     const anyPending = (await list('status=pending&limit=100')).json();
     expect(anyPending.data.every((item: { status: string }) => item.status === 'pending')).toBe(true);
+    // A multi-select's two statuses: the filter takes one, and says so (not "must be one of", which both are).
+    const two = await list(`websiteId=${websiteId}&status=pending&status=resolved`);
+    expect([two.statusCode, two.json().details]).toEqual([400, { status: ['status must be given once, not 2 times'] }]);
   });
 
   it('answers at the alias /api/get-feedback too', async () => {

@@ -296,6 +296,9 @@ describe('app foundation', () => {
     expect(preflight.statusCode).toBe(204);
     expect(preflight.headers['access-control-allow-origin']).toBe(FRONTEND);
     expect(preflight.headers['access-control-allow-credentials']).toBe('true');
+    // An OPTIONS of the front end's that is no preflight is answered as one, not with a 400 in plain text.
+    const bare = await app.inject({ method: 'OPTIONS', url: '/api/auth/signin', headers: { origin: FRONTEND } });
+    expect([bare.statusCode, bare.headers['access-control-allow-origin'], bare.body]).toEqual([204, FRONTEND, '']);
     const simple = await app.inject({ method: 'GET', url: '/health', headers: { origin: FRONTEND } });
     expect(simple.headers['access-control-allow-origin']).toBe(FRONTEND);
     // A fetched export's file name, and the refusals' timing, are readable by the page.

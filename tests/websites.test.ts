@@ -153,6 +153,14 @@ describe('websites routes', () => {
     }
     const repeated = await app.inject({ method: 'GET', url: '/api/websites?limit=&limit=1', headers: auth });
     expect(repeated.json().pagination).toMatchObject({ limit: 1 });
+    // Two values for one key are refused as that, not as a value each of them is not.
+    const twice = await app.inject({ method: 'GET', url: '/api/websites?limit=1&limit=2&offset=3&offset=x&offset=5', headers: auth });
+    expect(twice.json()).toEqual({
+      success: false,
+      error: 'Validation failed',
+      statusCode: 400,
+      details: { limit: ['limit must be given once, not 2 times'], offset: ['offset must be given once, not 3 times'] },
+    });
   });
 
   it('PUT /:id updates the given fields; unknown id → 404', async () => {

@@ -36,6 +36,12 @@ describe('limitSchema and OffsetSchema', () => {
     }
     expect(OffsetSchema.parse('1000000')).toBe(1_000_000);
     expect(messages(OffsetSchema, '1000001')).toEqual(['Offset must be at most 1000000']);
+    // Past a safe integer, digits are over the max all the same, and leading zeros count for nothing.
+    for (const text of ['9007199254740991', '9223372036854775807', '100000000000000000000000']) {
+      expect(messages(OffsetSchema, text), text).toEqual(['Offset must be at most 1000000']);
+    }
+    expect(OffsetSchema.parse('0000000000000000000000042')).toBe(42);
+    expect(OffsetSchema.parse('0')).toBe(0);
     expect(z.toJSONSchema(limitSchema(500, 50), { io: 'input' })).toMatchObject({ type: 'integer', minimum: 1, maximum: 500, default: 50 });
   });
 });

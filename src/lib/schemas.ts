@@ -88,7 +88,9 @@ function queryInteger(message: string, min: number, max: number, maxMessage = me
   return z
     .string({ error: message })
     .refine((text) => DIGITS.test(text), { error: message, abort: true })
-    // abort: 100000000000000000000000 is both not a safe integer and over the max; one message is enough.
+    // Digits past any safe integer are over the max too, and said so: read as a
+    // number first, 9223372036854775807 was "not an integer" while 9007199254740991 was over the max.
+    .refine((text) => text.replace(/^0+(?=.)/, '').length <= String(max).length, { error: maxMessage, abort: true })
     .pipe(z.coerce.number<string>().int({ error: message, abort: true }).min(min, message).max(max, maxMessage))
     .meta({ type: 'integer', minimum: min, maximum: max });
 }

@@ -111,6 +111,10 @@ export default fp<{ config: Config }>(
       // Content-Disposition: a front end that fetches an export (it needs the bearer token) reads the file name from it.
       exposedHeaders: EXPOSED_HEADERS,
       maxAge: 600,
+      // The front end's OPTIONS without Access-Control-Request-Method (a monitor's, or the
+      // request a page's fetch(…, {method: 'OPTIONS'}) sends after its preflight) was refused in
+      // strict mode with a 400 in plain text, outside the envelope; it gets the preflight's 204.
+      strictPreflight: false,
     });
     // A preflight from another origin (a front end on 127.0.0.1 when CORS_ORIGIN says localhost,
     // or on another port) fell through to a 404 `Route OPTIONS … not found`, which sent the
