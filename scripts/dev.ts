@@ -128,7 +128,7 @@ async function main() {
   const server = spawn(process.execPath, [...serviceNodeFlags(), path.join(ROOT, 'src/server.ts')], { env, stdio: 'inherit' });
   const { base, note } = apiAddress(host, port);
   const lines: [string, string][] = [
-    ['API', `${base}   (${note ? `${note}; ` : ''}GET /health; every route in /docs)`],
+    ['API', `${base}   (${note ? `${note}; ` : ''}GET /health; every API route in /docs)`],
     ['API docs', `${base}/docs`],
     // The one setting a front end must match: a page from another origin (127.0.0.1 for localhost, another port) is refused by the browser.
     ['Front end', `${env.CORS_ORIGIN ?? DEFAULT_CORS_ORIGIN}   (CORS_ORIGIN: the one origin browsers may call from; ${rateLimitNote(env)})`],

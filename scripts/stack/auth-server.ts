@@ -6,6 +6,7 @@ import { ROOT } from './database.ts';
 import { freePort } from './free-port.ts';
 import { startGateway, type Gateway } from './gateway.ts';
 import { startOidcIssuer, type OidcIssuer } from './oidc-issuer.ts';
+import { AUTH_BIN_VARIABLE, stackEnvironment } from './environment.ts';
 import type { AuthSettings } from './supabase-config.ts';
 
 // Supabase Auth in the local stack. The project never builds it: it runs the
@@ -14,7 +15,7 @@ import type { AuthSettings } from './supabase-config.ts';
 // and serves it behind the gateway at /auth/v1, with the test OIDC issuer as
 // its `keycloak` provider.
 
-export const AUTH_BIN_VARIABLE = 'SUPABASE_AUTH_BIN';
+export { AUTH_BIN_VARIABLE } from './environment.ts';
 
 /**
  * The binary's working directory: one with no `.env`. It reads `./.env`
@@ -35,10 +36,11 @@ function isExecutable(file: string): boolean {
 }
 
 /**
- * The Supabase Auth binary to run: SUPABASE_AUTH_BIN when set (and then it
- * must be executable), else `gotrue` on the PATH, else undefined.
+ * The Supabase Auth binary to run: SUPABASE_AUTH_BIN when set, in the
+ * environment or .env (and then it must be executable), else `gotrue` on the
+ * PATH, else undefined.
  */
-export function findAuthBinary(env: NodeJS.ProcessEnv = process.env): string | undefined {
+export function findAuthBinary(env: NodeJS.ProcessEnv = stackEnvironment()): string | undefined {
   const given = env[AUTH_BIN_VARIABLE]?.trim();
   if (given) {
     if (!isExecutable(given)) throw new AuthBinaryError(`${AUTH_BIN_VARIABLE}=${given} is not an executable file`);

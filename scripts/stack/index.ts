@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { postgresUrl } from '../../src/config-fields.ts';
 import { type AuthServer, type AuthServerOptions, startAuthServer } from './auth-server.ts';
 import { applyMigrations, applyPlatform, createDatabase, databaseUrl, dropDatabase } from './database.ts';
+import { LOCAL_POSTGRES_VARIABLE, stackEnvironment } from './environment.ts';
 import { type MailSink, startMailSink } from './mail-sink.ts';
 import { type AuthSettings, readAuthSettings } from './supabase-config.ts';
 
@@ -11,7 +12,7 @@ import { type AuthSettings, readAuthSettings } from './supabase-config.ts';
 // migrations, then ours, as on a hosted project), and our migrations.
 
 const DEFAULT_POSTGRES_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
-export const LOCAL_POSTGRES_VARIABLE = 'LOCAL_POSTGRES_URL';
+export { LOCAL_POSTGRES_VARIABLE } from './environment.ts';
 
 /** The stack's PostgreSQL server did not answer, or refused to make its database. */
 export class DatabaseServerError extends Error {}
@@ -22,7 +23,7 @@ export class DatabaseServerError extends Error {}
  * in one line without the value: the driver's own error printed it, password
  * and all.
  */
-export function localPostgresUrl(env: NodeJS.ProcessEnv = process.env): string {
+export function localPostgresUrl(env: NodeJS.ProcessEnv = stackEnvironment()): string {
   const url = env[LOCAL_POSTGRES_VARIABLE]?.trim() || DEFAULT_POSTGRES_URL;
   const checked = postgresUrl.safeParse(url);
   if (!checked.success) throw new DatabaseServerError(`${LOCAL_POSTGRES_VARIABLE} ${checked.error.issues[0].message}`);
