@@ -392,6 +392,50 @@ describe('deleting a website with many events', () => {
     }
   });
 
+  it("unlinks its feedback in batches too, so the website row's own cascade finds none: the feedback stays, with no website and its counts moved", async () => {
+    const site = await createWebsite(app, 'Much feedback');
+    try {
+      await insertManyEvents(site.id, 4);
+      const ids = (
+        await sql<{ id: string }[]>`
+          insert into public.feedback (name, email, comment, rating, status, resolved_at, website_id)
+          select 'Ann', 'ann@example.test', 'Feedback number ' || g, 4, (array['pending', 'resolved'])[1 + g % 2]::public.feedback_status,
+                 case when g % 2 = 1 then now() end, ${site.id}
+            from generate_series(1, 7) g
+          returning id`
+      ).map((row) => row.id);
+      await sql`update public.websites set deletion_started_at = now() where id = ${site.id}`;
+      const feedbackLinked = async () => (await sql`select count(*)::int as n from public.feedback where website_id = ${site.id}`)[0].n as number;
+      const calls: { deleted: number; feedbackLinkedAfter: number }[] = [];
+      for (;;) {
+        const [{ deleted }] = await sql<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 3) as deleted`;
+        if (deleted === 0) break;
+        calls.push({ deleted, feedbackLinkedAfter: await feedbackLinked() });
+      }
+      // Events and rollups first (their batches leave the feedback alone), then the feedback three at a
+      // time, and at last the website row, when none is left for its cascade.
+      const feedbackCalls = calls.filter((call, index) => call.feedbackLinkedAfter < (calls[index - 1]?.feedbackLinkedAfter ?? 7));
+      expect(feedbackCalls).toEqual([
+        { deleted: 3, feedbackLinkedAfter: 4 },
+        { deleted: 3, feedbackLinkedAfter: 1 },
+        { deleted: 1, feedbackLinkedAfter: 0 },
+      ]);
+      expect(calls.at(-1)).toEqual({ deleted: 1, feedbackLinkedAfter: 0 });
+      expect(calls.at(-2)).toEqual({ deleted: 1, feedbackLinkedAfter: 0 });
+      expect(await rowsLeft(site.id)).toEqual({});
+      const kept = await sql`select count(*)::int as n from public.feedback where id = any(${ids}::uuid[]) and website_id is null`;
+      expect(kept[0].n).toBe(7);
+      const counted = await sql`
+        select coalesce(sum(total), 0)::int as n from (
+          select total from public.feedback_counts where website_id = ${site.id}
+          union all select delta from public.feedback_count_changes where website_id = ${site.id}) c`;
+      expect(counted[0].n).toBe(0);
+    } finally {
+      await sql`delete from public.feedback where comment like 'Feedback number %' and email = 'ann@example.test'`;
+      await sql`delete from public.websites where id = ${site.id}`;
+    }
+  });
+
   // Counted, not timed: a batch that finds its rows with a bitmap scan reads
   // every index entry the website still has; one with a sequential scan, every
   // page earlier batches emptied. Either makes a deletion take time in the
