@@ -343,6 +343,17 @@ describe('GET /api/feedback/get-feedback (admin list)', () => {
     // Without a website filter the status filter still holds for every row.
     const anyPending = (await list('status=pending&limit=100')).json();
     expect(anyPending.data.every((item: { status: string }) => item.status === 'pending')).toBe(true);
+    // Paged one at a time (from the second page on, the ids are found first, then the rows), in order, each row once.
+    const pending = (await list(`websiteId=${websiteId}&status=pending`)).json().data.map((item: { id: string }) => item.id);
+    for (const order of ['desc', 'asc']) {
+      const oneByOne: string[] = [];
+      for (let offset = 0; offset < pending.length + 1; offset++) {
+        const one = (await list(`websiteId=${websiteId}&status=pending&order=${order}&limit=1&offset=${offset}`)).json();
+        expect(one.pagination).toEqual({ total: pending.length, limit: 1, offset });
+        oneByOne.push(...one.data.map((item: { id: string; status: string }) => item.id));
+      }
+      expect(oneByOne, order).toEqual(order === 'desc' ? pending : [...pending].reverse());
+    }
     // A multi-select's two statuses: the filter takes one, and says so (not "must be one of", which both are).
     const two = await list(`websiteId=${websiteId}&status=pending&status=resolved`);
     expect([two.statusCode, two.json().details]).toEqual([400, { status: ['status must be given once, not 2 times'] }]);

@@ -135,18 +135,30 @@ const FEEDBACK_COLUMNS = `
   admin_notes, resolved_by, resolved_at::text as resolved_at_text, website_id,
   created_at::text as created_at_text, updated_at::text as updated_at_text`;
 
-/** A page of feedback in the order asked for. */
+/**
+ * A page of feedback in the order asked for.
+ *
+ * Past the first page, or filtered by status, the page's ids are found first
+ * and only its rows read: under row-level security PostgreSQL checks
+ * `status = …` (its enum comparison is not leakproof) on each row after the
+ * policy, never in an index condition, so a page 10,000 rows deep, or of a
+ * status the newest rows lack, read every row it skipped from the table: 0.2
+ * to 2 s on a million rows. The ids come from the creation indexes alone
+ * (they carry status and website, 20261129130000), and the rows are the
+ * page's 20. The unfiltered first page, the one read most, reads its 20 rows
+ * straight: the join would cost it a fifth more of PostgreSQL's time.
+ */
 export async function listFeedback(tx: Tx, filter: FeedbackFilter, page: { order: 'asc' | 'desc'; limit: number; offset: number }): Promise<Feedback[]> {
   const { where, values } = filterSql(filter);
-  const rows = await fixedStatement<FeedbackRow[]>(
-    tx,
-    `select ${FEEDBACK_COLUMNS}
-       from public.feedback
-       ${where}
-      ${BY_CREATION[page.order]}
-      limit $${values.length + 1} offset $${values.length + 2}`,
-    [...values, page.limit, page.offset],
-  );
+  const pageOfRows = `${where} ${BY_CREATION[page.order]} limit $${values.length + 1} offset $${values.length + 2}`;
+  const text =
+    page.offset === 0 && filter.status === undefined
+      ? `select ${FEEDBACK_COLUMNS} from public.feedback ${pageOfRows}`
+      : `select ${FEEDBACK_COLUMNS}
+           from (select id from public.feedback ${pageOfRows}) as page
+           join public.feedback using (id)
+          ${BY_CREATION[page.order]}`;
+  const rows = await fixedStatement<FeedbackRow[]>(tx, text, [...values, page.limit, page.offset]);
   return rows.map(toFeedback);
 }
 
