@@ -44,9 +44,10 @@ export const SettingsSchema = z.object({
   // quiet site paid on most requests when this was 30 s and no outbox worker
   // kept a connection open (docs/performance.md, "After a quiet spell").
   DATABASE_IDLE_TIMEOUT_S: intBetween(1, Math.floor(MAX_TIMER_MS / 1000), 600),
-  // A streamed CSV export holds a connection while it waits for its client to
-  // read; one that has not taken a write within this long is cut off, so a
-  // paused download cannot keep a connection from the pool (lib/csv.ts).
+  // A streamed CSV download whose client has not taken a write within this
+  // long is cut off: the analytics series, read through a cursor, holds a
+  // connection meanwhile, and a paused download should not keep it, nor the
+  // feedback export's place in memory, for good (lib/csv.ts).
   EXPORT_STALL_MS: milliseconds(30_000),
 
   SUPABASE_URL: optionalUrl('https://<ref>.supabase.co'),

@@ -1,11 +1,19 @@
 import type { FastifyInstance } from 'fastify';
-import { describe, expect, it } from 'vitest';
-import { useAdminApp } from './support/admin-auth.ts';
-import { testSql } from './support/db.ts';
+import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';
+import { asLoginRole } from '../src/lib/database-url.ts';
+import type { ExportFeedbackQuery } from '../src/modules/feedback/schemas.ts';
+import { createFeedbackService } from '../src/modules/feedback/service.ts';
+import type { Caller } from '../src/plugins/auth.ts';
+import { connectDatabase } from '../src/plugins/db.ts';
+import { legacyAdmin, useAdminApp } from './support/admin-auth.ts';
+import { buildTestApp } from './support/app.ts';
+import { createAuthUser, grantRole, testSql } from './support/db.ts';
 import { createWebsite, feedbackBody } from './support/feedback-fixtures.ts';
 
 // The feedback CSV holds the words as typed: the HTML escaping applied at
-// input is for HTML, and a spreadsheet shows `&lt;` as it is. Filters,
+// input is for HTML, and a spreadsheet shows `&lt;` as it is. It is read in
+// keyset chunks, each a short statement of its own, so neither the size of
+// the table nor a slow client meets the statement timeout. Filters,
 // streaming and refusals are in tests/exports.test.ts.
 
 const sql = testSql();
@@ -63,5 +71,112 @@ describe('GET /api/feedback/export: plain text', () => {
     expect(line).toContain(`,"'=HYPERLINK(""https://evil.example"",""x"")",`);
     expect(line).toContain(`,'=cmd|' /C calc'!A0 & more,`);
     expect(cells.slice(-3, -1)).toEqual(["'@SUM(1+1) <x>", "'+1 'ops'"]);
+  });
+});
+
+/** The claims-bearing caller of a signed-in user (the export then runs as `authenticated`, under row-level security). */
+async function userCaller(admin: boolean): Promise<Caller> {
+  const user = await createAuthUser(sql);
+  if (admin) await grantRole(sql, user.id, 'admin');
+  const sessionId = crypto.randomUUID();
+  // The app's guard would refuse the one without the role; the service is given it to show that row-level security refuses too.
+  return { kind: 'user', userId: user.id, sessionId, roles: ['admin'], claims: { sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId } };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('the feedback export, read in chunks', () => {
+  // A pool whose statements may run 300 ms, and an export of three rows a chunk.
+  const db = connectDatabase(asLoginRole(inject('stack').databaseUrl), { max: 2, statementTimeoutMs: 300 });
+  afterAll(() => db.close());
+  const feedback = createFeedbackService({ db, captcha: { enabled: false, verify: async () => 'passed' }, exportChunkRows: 3 });
+
+  /** The ids the service exports for `query` as `caller`, through a client that takes about 1 ms a row. */
+  async function exportedIds(caller: Caller, query: Partial<ExportFeedbackQuery>): Promise<string[]> {
+    const ids: string[] = [];
+    await feedback.exportFeedback(caller, { order: 'desc', ...query } as ExportFeedbackQuery, {
+      async write(values) {
+        ids.push(String(values[0]));
+        if (ids.length % 3 === 0) await sleep(3);
+        return true;
+      },
+    });
+    return ids;
+  }
+
+  it('every matching row once, in the list\'s order, ties in created_at and microseconds across chunk boundaries included', { timeout: 60_000 }, async () => {
+    const [websiteId, otherSite] = [await createWebsite(sql, 'Chunked export'), await createWebsite(sql, 'Not exported')];
+    onTestFinished(async () => void (await sql`delete from public.feedback where website_id in ${sql([websiteId, otherSite])}`));
+    // Four rows share each created_at, 250 µs apart: chunks of three end inside a tie,
+    // and four instants share a millisecond (a Date as the position would lose them).
+    // More than the old cursor's 500-row batch, read over more than the statement timeout.
+    await sql`
+      insert into public.feedback (name, email, comment, rating, status, resolved_at, website_id, created_at)
+      select 'Chunk ' || g, 'chunk@example.test', 'A comment in a chunk', 1 + g % 5,
+             (array['pending', 'resolved', 'archived'])[1 + g % 3]::public.feedback_status,
+             case when g % 3 = 1 then now() end,
+             case when g % 50 = 0 then ${otherSite}::uuid else ${websiteId}::uuid end,
+             timestamptz '2026-05-01 12:00:00.000001+00' + (g / 4) * interval '250 microseconds'
+        from generate_series(1, 630) g`;
+    const expected = async (status: string | null, order: 'asc' | 'desc') =>
+      (
+        await sql<{ id: string }[]>`
+          select id from public.feedback
+           where website_id = ${websiteId} and (${status}::public.feedback_status is null or status = ${status}::public.feedback_status)
+           order by created_at ${order === 'asc' ? sql`asc` : sql`desc`}, id ${order === 'asc' ? sql`asc` : sql`desc`}`
+      ).map((row) => row.id);
+
+    const admin = await userCaller(true);
+    const started = Date.now();
+    const all = await exportedIds(admin, { websiteId });
+    const took = Date.now() - started;
+    expect(all).toHaveLength(630 - 12);
+    expect(all).toEqual(await expected(null, 'desc'));
+    // Longer in all than any one statement may run.
+    expect(took).toBeGreaterThan(300);
+    expect(await exportedIds(admin, { websiteId, order: 'asc' })).toEqual(await expected(null, 'asc'));
+    for (const status of ['resolved', 'archived'] as const) {
+      for (const order of ['asc', 'desc'] as const) {
+        const ids = await exportedIds(admin, { websiteId, status, order });
+        expect(ids.length).toBeGreaterThan(3);
+        expect(ids).toEqual(await expected(status, order));
+      }
+    }
+    // Every chunk runs as the caller: a signed-in user without the admin role reads no row of it.
+    expect(await exportedIds(await userCaller(false), { websiteId })).toEqual([]);
+  });
+});
+
+describe('GET /api/feedback/export: a slow client', () => {
+  it('gets the whole file although the download takes longer than the statement timeout', { timeout: 60_000 }, async () => {
+    const slowApp = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '300' });
+    const websiteId = await createWebsite(sql, 'Slow client export');
+    try {
+      await slowApp.listen({ host: '127.0.0.1', port: 0 });
+      const { port } = slowApp.server.address() as { port: number };
+      // About 20 MB of CSV, more than the sockets between server and client buffer, in many chunks.
+      await sql`
+        insert into public.feedback (name, email, comment, rating, website_id)
+        select 'Bulk ' || g, 'bulk@example.test', repeat('A longer comment. ', 100), 3, ${websiteId}
+          from generate_series(1, 10000) g`;
+      const response = await fetch(`http://127.0.0.1:${port}/api/feedback/export?websiteId=${websiteId}`, { headers: await legacyAdmin() });
+      expect(response.status).toBe(200);
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      let lineEnds = 0;
+      let reads = 0;
+      const started = Date.now();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        for (const byte of value) if (byte === 10) lineEnds += 1;
+        // The client stops reading for a second once the download is under way.
+        if (++reads === 2) await sleep(1_000);
+      }
+      expect(Date.now() - started).toBeGreaterThan(1_000);
+      expect(lineEnds).toBe(10_001);
+    } finally {
+      await slowApp.close();
+      await sql`delete from public.feedback where website_id = ${websiteId}`;
+    }
   });
 });

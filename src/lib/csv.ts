@@ -2,8 +2,8 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { FastifyReply } from 'fastify';
 
 // CSV (RFC 4180) written row by row into a stream, so an export never holds
-// the whole file in memory: rows come from a database cursor and the writer
-// waits whenever the client reads slower than the database answers.
+// the whole file in memory: rows come from the database a batch at a time and
+// the writer waits whenever the client reads slower than the database answers.
 
 /** A cell: quoted when it holds a comma, quote or line break; spreadsheet formulas are defused. */
 export function csvCell(value: unknown): string {
@@ -58,11 +58,11 @@ export function csvStream(header: string[], fill: (sink: CsvSink) => Promise<voi
   return stream;
 }
 
-// A streamed export holds a pooled connection and an open transaction (its
-// cursor) for as long as it waits on its client, and while it waits no
-// statement runs, so the statement timeout never fires. A client that stays
-// connected but stops reading (a paused download, a link that died without a
-// reset) would hold both for as long as the socket lives: four of them took a
+// A streamed export read through a cursor (the analytics series; the feedback
+// export reads in chunks, each a transaction of its own) holds a pooled
+// connection and an open transaction for as long as it waits on its client.
+// A client that stays connected but stops reading (a paused download, a link
+// that died without a reset) would hold both for as long as the socket lives: four of them took a
 // pool of four. So a download is cut when the client has not taken the last
 // write within `stallMs`, or when it has run past `maxMs` in all; cutting the
 // response ends the stream, the export's loop sees it and its transaction ends.

@@ -174,24 +174,59 @@ export async function feedbackScreenshot(tx: Tx, id: string): Promise<string | n
   return row?.screenshot;
 }
 
-/** A row as the export reads it: no screenshot, timestamps as Dates (lib/csv.ts writes them). */
-type ExportRow = Omit<FeedbackRow, 'screenshot_type' | 'screenshot_bytes' | 'resolved_at_text' | 'created_at_text' | 'updated_at_text'> & {
+/**
+ * A row as the export reads it: no screenshot, timestamps as Dates (lib/csv.ts
+ * writes them), and created_at once more as PostgreSQL's text, the row's place
+ * for the next chunk: a Date keeps milliseconds, PostgreSQL microseconds.
+ */
+type ExportRow = Omit<FeedbackRow, 'screenshot_type' | 'screenshot_bytes' | 'resolved_at_text' | 'updated_at_text'> & {
   resolved_at: Date | null;
   created_at: Date;
   updated_at: Date;
 };
 
-/** All matching feedback in the order asked for, for reading through a cursor (exports); the screenshot is left out. */
-export function selectFeedbackForExport(tx: Tx, filter: FeedbackFilter, order: 'asc' | 'desc') {
+/** Where the export stands: its last row's created_at as PostgreSQL's text, and its id. */
+export interface ExportPosition {
+  createdAt: string;
+  id: string;
+}
+
+/**
+ * Past the position in the order read: a row comparison on the columns of the
+ * list's indexes, so the index scan starts there. The timestamp is sent as
+ * text: a parameter PostgreSQL describes as timestamptz is sent by the driver
+ * through a Date from its second run on, microseconds lost.
+ */
+const AFTER_POSITION = { asc: '(created_at, id) > ', desc: '(created_at, id) < ' } as const;
+
+/**
+ * The next `limit` matching rows after `after` (from the first when it is
+ * undefined), in the list's order; the screenshot is left out. The export
+ * reads in these chunks, each a short statement of its own (service.ts).
+ */
+export async function feedbackExportChunk(
+  tx: Tx,
+  filter: FeedbackFilter,
+  chunk: { order: 'asc' | 'desc'; after: ExportPosition | undefined; limit: number },
+): Promise<ExportRow[]> {
   const { where, values } = filterSql(filter);
+  const params: Array<string | number> = [...values];
+  let position = '';
+  if (chunk.after) {
+    params.push(chunk.after.createdAt, chunk.after.id);
+    position = ` and ${AFTER_POSITION[chunk.order]}($${params.length - 1}::text::timestamptz, $${params.length}::uuid)`;
+  }
+  params.push(chunk.limit);
   return fixedStatement<ExportRow[]>(
     tx,
     `select id, name, email, comment, rating, status, location, category,
-            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at
+            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at,
+            created_at::text as created_at_text
        from public.feedback
-       ${where}
-      ${BY_CREATION[order]}`,
-    values,
+       ${where}${position}
+      ${BY_CREATION[chunk.order]}
+      limit $${params.length}`,
+    params,
   );
 }
 

@@ -6,7 +6,16 @@ import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
 import type { CsvSink } from '../../lib/csv.ts';
-import { countFeedback, feedbackById, feedbackScreenshot, insertFeedback, listFeedback, selectFeedbackForExport, updateFeedbackTriage } from './queries.ts';
+import {
+  countFeedback,
+  type ExportPosition,
+  feedbackById,
+  feedbackExportChunk,
+  feedbackScreenshot,
+  insertFeedback,
+  listFeedback,
+  updateFeedbackTriage,
+} from './queries.ts';
 import { screenshotFile } from './screenshot.ts';
 import { unescapeStoredText } from './stored-text.ts';
 import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
@@ -21,9 +30,14 @@ import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBo
  * (supabase/migrations/20261127000100_submit_feedback_through_the_api.sql).
  */
 const SUBMITTER: DbActor = { role: 'anon', claims: { role: 'anon', submitted_via: 'api' } };
-const EXPORT_CURSOR_ROWS = 500;
+/**
+ * Rows per statement of the export. Each chunk is held in memory until the
+ * client has taken it; 500 rows of the longest text the table allows are
+ * tens of MB, what the cursor's batches held before.
+ */
+export const EXPORT_CHUNK_ROWS = 500;
 
-type ExportRow = Awaited<ReturnType<typeof selectFeedbackForExport>>[number];
+type ExportRow = Awaited<ReturnType<typeof feedbackExportChunk>>[number];
 /**
  * Stored text as typed: a spreadsheet shows `&lt;` as it is. Formulas that
  * come back with the unescaping are still defused: csvCell sees this value.
@@ -54,9 +68,11 @@ export interface FeedbackServiceDeps {
   captcha: CaptchaVerifier;
   /** Called after a submission committed (wakes the notification worker). */
   onSubmitted?: () => void;
+  /** Rows per statement of the export (EXPORT_CHUNK_ROWS); tests set it small. */
+  exportChunkRows?: number;
 }
 
-export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServiceDeps) {
+export function createFeedbackService({ db, captcha, onSubmitted, exportChunkRows = EXPORT_CHUNK_ROWS }: FeedbackServiceDeps) {
   return {
     /** `log` (the request's) hears why a bot check could not be made. */
     async submitFeedback(body: SubmitFeedbackBody, remoteIp: string, log?: FastifyBaseLogger): Promise<{ id: string; status: 'pending' }> {
@@ -121,16 +137,37 @@ export function createFeedbackService({ db, captcha, onSubmitted }: FeedbackServ
       return screenshotFile(dataUrl);
     },
 
-    /** Writes every matching row into `sink`, read through a cursor in the caller's transaction. */
+    /**
+     * Writes every matching row into `sink`, read in keyset chunks: each the
+     * next rows after the last one written, by (created_at, id): unique, and
+     * never updated (the callers' roles may not). One statement for the whole
+     * export (a cursor) ran under one statement timeout however large the
+     * table or slow the client; a chunk is a short statement of its own, and
+     * the next is read only once the client has taken the last.
+     *
+     * Each chunk is a transaction of its own, as the caller's actor, so
+     * row-level security decides on every one. One transaction for all would
+     * not give one snapshot (under READ COMMITTED each statement takes its
+     * own), and REPEATABLE READ would hold a snapshot, a pooled connection
+     * and vacuum back for as long as the slowest client reads. So a row that
+     * matches throughout is written once, in order; one inserted, changed or
+     * deleted during the export is read as the chunk that reaches it finds it.
+     */
     async exportFeedback(caller: Caller, query: ExportFeedbackQuery, sink: CsvSink): Promise<void> {
-      await db.asActor(dbActorOf(caller), async (tx) => {
-        for await (const rows of selectFeedbackForExport(tx, { status: query.status, websiteId: query.websiteId }, query.order).cursor(EXPORT_CURSOR_ROWS)) {
-          for (const row of rows) {
-            const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
-            if (!open) return;
-          }
+      const actor = dbActorOf(caller);
+      const filter = { status: query.status, websiteId: query.websiteId };
+      let after: ExportPosition | undefined;
+      for (;;) {
+        const chunk = { order: query.order, after, limit: exportChunkRows };
+        const rows = await db.readAtOnceAsActor(actor, (tx) => feedbackExportChunk(tx, filter, chunk));
+        for (const row of rows) {
+          const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
+          if (!open) return;
         }
-      });
+        if (rows.length < exportChunkRows) return;
+        const last = rows[rows.length - 1];
+        after = { createdAt: last.created_at_text, id: last.id };
+      }
     },
 
     /** Resolving without naming anyone records the caller as the resolver. */
