@@ -259,9 +259,9 @@ describe('analytics summaries', () => {
     ['startDate=1969-12-31&endDate=1970-01-02', 'startDate', 'Start date must be from 1970-01-01 to 9999-12-31'],
     // Years 0 to 99 are days too (Date.UTC read 0100 as 1900); only not ones a range may name.
     ['endDate=0100-01-01', 'endDate', 'End date must be from 1970-01-01 to 9999-12-31'],
-    // Given twice (URLSearchParams.append): said as for websiteId and limit, not zod's "Invalid input: expected string, received array".
-    ['startDate=2026-03-01&startDate=2026-03-02&endDate=2026-03-04', 'startDate', 'Start date must be a date written YYYY-MM-DD'],
-    ['startDate=2026-03-01&endDate=2026-03-03&endDate=2026-03-04', 'endDate', 'End date must be a date written YYYY-MM-DD'],
+    // Given twice (URLSearchParams.append): said as that, as for every key, not zod's "Invalid input: expected string, received array".
+    ['startDate=2026-03-01&startDate=2026-03-02&endDate=2026-03-04', 'startDate', 'startDate must be given once, not 2 times'],
+    ['startDate=2026-03-01&endDate=2026-03-03&endDate=2026-03-04', 'endDate', 'endDate must be given once, not 2 times'],
   ])('dates %s → 400 on %s', async (query, field, message) => {
     for (const url of [`/api/analytics?websiteId=${site.id}&${query}`, `/api/analytics/date-range?websiteId=${site.id}&${query}`]) {
       const response = await app.inject({ method: 'GET', url, headers: { 'x-api-key': site.apiKey } });

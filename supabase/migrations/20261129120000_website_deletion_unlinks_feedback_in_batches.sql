@@ -10,7 +10,13 @@
 -- the website's feedback (website_id set to null, as the cascade did: its
 -- updated_at and the per-website counts move the same way), walking
 -- feedback_website_id_created_at_idx. The website row goes only once none is
--- left, and its cascade finds nothing. The rest is the function as
+-- left, and its cascade finds nothing.
+--
+-- And no JIT: with sequential and bitmap scans switched off, a plan with no
+-- other way to go (a statement of the feedback counts' trigger, which every
+-- such update fires, empty or not) costs more than 10^10, far past
+-- jit_above_cost, and PostgreSQL compiled it with LLVM at every call: 120 to
+-- 500 ms for an update of nothing. The rest is the function as
 -- 20261128163000 made it.
 
 create or replace function public.delete_website_batch(website uuid, batch_size integer)
@@ -20,6 +26,7 @@ security definer
 set search_path = ''
 set enable_bitmapscan = off
 set enable_seqscan = off
+set jit = off
 as $$
 declare
   data_table text;
