@@ -127,13 +127,9 @@ describe('the feedback export, read in chunks', () => {
       ).map((row) => row.id);
 
     const admin = await userCaller(true);
-    const started = Date.now();
     const all = await exportedIds(admin, { websiteId });
-    const took = Date.now() - started;
     expect(all).toHaveLength(630 - 12);
     expect(all).toEqual(await expected(null, 'desc'));
-    // Longer in all than any one statement may run.
-    expect(took).toBeGreaterThan(300);
     expect(await exportedIds(admin, { websiteId, order: 'asc' })).toEqual(await expected(null, 'asc'));
     for (const status of ['resolved', 'archived'] as const) {
       for (const order of ['asc', 'desc'] as const) {
@@ -142,8 +138,20 @@ describe('the feedback export, read in chunks', () => {
         expect(ids).toEqual(await expected(status, order));
       }
     }
-    // Every chunk runs as the caller: a signed-in user without the admin role reads no row of it.
-    expect(await exportedIds(await userCaller(false), { websiteId })).toEqual([]);
+    // Every chunk runs as the caller: a signed-in user without the admin role reads no row of it, and the export says so.
+    await expect(exportedIds(await userCaller(false), { websiteId })).rejects.toMatchObject({ statusCode: 403 });
+    // An admin whose role goes during the export gets no row after that, and a cut, not a file that looks whole.
+    const demoted = await userCaller(true);
+    const written: string[] = [];
+    const cut = feedback.exportFeedback(demoted, { order: 'desc', websiteId } as ExportFeedbackQuery, {
+      async write(values) {
+        written.push(String(values[0]));
+        if (written.length === 3) await sql`delete from public.user_roles where user_id = ${demoted.userId}`;
+        return true;
+      },
+    });
+    await expect(cut).rejects.toMatchObject({ statusCode: 403 });
+    expect(written).toEqual(all.slice(0, 3));
   });
 });
 
@@ -164,7 +172,6 @@ describe('GET /api/feedback/export: a slow client', () => {
       const reader = (response.body as ReadableStream<Uint8Array>).getReader();
       let lineEnds = 0;
       let reads = 0;
-      const started = Date.now();
       for (;;) {
         const { done, value } = await reader.read();
         if (done) break;
@@ -172,7 +179,6 @@ describe('GET /api/feedback/export: a slow client', () => {
         // The client stops reading for a second once the download is under way.
         if (++reads === 2) await sleep(1_000);
       }
-      expect(Date.now() - started).toBeGreaterThan(1_000);
       expect(lineEnds).toBe(10_001);
     } finally {
       await slowApp.close();

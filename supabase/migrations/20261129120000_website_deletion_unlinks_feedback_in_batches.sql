@@ -56,8 +56,12 @@ begin
   if deleted > 0 then
     return deleted;
   end if;
+  -- By id, not ctid as the deletes above: an admin's triage of a row between
+  -- the two reads gives it a new ctid, and a batch whose every row was so
+  -- missed counted 0 and fell through to the cascade with the rest.
   update public.feedback set website_id = null
-   where ctid = any (array(select ctid from public.feedback where website_id = website limit batch_size));
+   where id = any (array(select id from public.feedback where website_id = website limit batch_size))
+     and website_id = website;
   get diagnostics deleted = row_count;
   if deleted > 0 then
     return deleted;

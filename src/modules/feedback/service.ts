@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import escapeHtml from 'escape-html';
 import type { FastifyBaseLogger } from 'fastify';
-import { badRequest, constraintOf, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
+import { badRequest, constraintOf, forbidden, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
 import type { CsvSink } from '../../lib/csv.ts';
 import {
+  callerMayReadFeedback,
   countFeedback,
   type ExportPosition,
   feedbackById,
@@ -164,7 +165,13 @@ export function createFeedbackService({ db, captcha, onSubmitted, exportChunkRow
           const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
           if (!open) return;
         }
-        if (rows.length < exportChunkRows) return;
+        if (rows.length < exportChunkRows) {
+          // Past the last row, or past every row row-level security still shows the caller: an
+          // admin whose role went during the export would get a file that stops early and looks
+          // whole. Cut instead, as any failure midway is.
+          if (!(await db.readAtOnceAsActor(actor, callerMayReadFeedback))) throw forbidden('The caller may no longer read feedback; the export was cut');
+          return;
+        }
         const last = rows[rows.length - 1];
         after = { createdAt: last.created_at_text, id: last.id };
       }
