@@ -436,6 +436,29 @@ describe('deleting a website with many events', () => {
     }
   });
 
+  it('unlinks feedback an admin triages meanwhile in the same batch, not leaving it to the cascade', async () => {
+    const site = await createWebsite(app, 'Triaged while deleted');
+    try {
+      await sql`
+        insert into public.feedback (name, email, comment, rating, website_id)
+        select 'Ann', 'ann@example.test', 'Triaged during the deletion ' || g, 4, ${site.id} from generate_series(1, 3) g`;
+      await sql`update public.websites set deletion_started_at = now() where id = ${site.id}`;
+      // The admin's triage holds the rows when the batch reads them, and gives each a new version.
+      const triage = await openTransaction(sql, (tx) => tx`update public.feedback set admin_notes = 'seen' where website_id = ${site.id}`);
+      const batch = sql<{ deleted: number }[]>`select public.delete_website_batch(${site.id}, 3) as deleted`.execute();
+      expect(await untilWaitingOnLock(sql, 'delete_website_batch')).toBe(true);
+      await triage.commit();
+      // All three unlinked by this batch; the website row is left for the next call.
+      expect((await batch)[0].deleted).toBe(3);
+      const rows = await sql`select admin_notes, website_id from public.feedback where comment like 'Triaged during the deletion %'`;
+      expect(rows).toEqual(Array.from({ length: 3 }, () => ({ admin_notes: 'seen', website_id: null })));
+      expect(await rowsLeft(site.id)).toEqual({ websites: 1 });
+    } finally {
+      await sql`delete from public.feedback where comment like 'Triaged during the deletion %'`;
+      await sql`delete from public.websites where id = ${site.id}`;
+    }
+  });
+
   // Counted, not timed: a batch that finds its rows with a bitmap scan reads
   // every index entry the website still has; one with a sequential scan, every
   // page earlier batches emptied. Either makes a deletion take time in the
