@@ -5,7 +5,7 @@ import { createFeedbackService } from '../src/modules/feedback/service.ts';
 import type { ListFeedbackQuery } from '../src/modules/feedback/schemas.ts';
 import type { Caller } from '../src/plugins/auth.ts';
 import { connectDatabase } from '../src/plugins/db.ts';
-import { createAuthUser, grantRole, readsDuring } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, readsDuring } from './support/db.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
 
 // The admin list's page on its generic plan when it has no filter, and
@@ -63,10 +63,8 @@ describe('a later page of the unfiltered list, on its generic plan', () => {
     const user = await createAuthUser(sql);
     await grantRole(sql, user.id, 'admin');
     const offset = 1_000;
-    await sql.begin(async (tx) => {
-      await tx`select set_config('role', 'authenticated', true),
-                      set_config('request.jwt.claims', ${JSON.stringify({ sub: user.id, role: 'authenticated' })}, true),
-                      set_config('plan_cache_mode', 'force_generic_plan', true)`;
+    await asUser(sql, user.id, async (tx) => {
+      await tx`select set_config('plan_cache_mode', 'force_generic_plan', true)`;
       for (let run = 0; run < 7; run++) {
         const { result, reads } = await readsDuring(tx, ['feedback'], () => listFeedback(tx, {}, { order: 'desc', limit: 20, offset }));
         expect(result.map((item) => item.name), `run ${run}`).toEqual(Array.from({ length: 20 }, (_, index) => `Name ${offset + index + 1}`));
