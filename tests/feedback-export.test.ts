@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, inject, it, onTestFinished } from 'vitest';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import type { ExportFeedbackQuery } from '../src/modules/feedback/schemas.ts';
-import { createFeedbackService } from '../src/modules/feedback/service.ts';
+import { createFeedbackService, FEEDBACK_CSV_COLUMNS } from '../src/modules/feedback/service.ts';
 import type { Caller } from '../src/plugins/auth.ts';
 import { connectDatabase } from '../src/plugins/db.ts';
 import { legacyAdmin, useAdminApp } from './support/admin-auth.ts';
@@ -152,6 +152,41 @@ describe('the feedback export, read in chunks', () => {
     });
     await expect(cut).rejects.toMatchObject({ statusCode: 403 });
     expect(written).toEqual(all.slice(0, 3));
+  });
+});
+
+describe('the feedback export, chunks bounded by their text', () => {
+  const db = connectDatabase(asLoginRole(inject('stack').databaseUrl), { max: 2 });
+  afterAll(() => db.close());
+
+  it('a chunk holds the rows that begin within its bytes of text, at least one, and every row is written once, in order', async () => {
+    const websiteId = await createWebsite(sql, 'Export of long rows');
+    onTestFinished(async () => void (await sql`delete from public.feedback where website_id = ${websiteId}`));
+    // Comments of 1,000 bytes, but the tenth of 6,000: more than a chunk's 2,500 bytes alone.
+    await sql`
+      insert into public.feedback (name, email, comment, rating, website_id, created_at)
+      select 'Long ' || g, 'long@example.test', repeat('x', case when g = 10 then 6000 else 1000 - 7 - 17 end), 3,
+             ${websiteId}, timestamptz '2026-06-01 00:00:00+00' + g * interval '1 second'
+        from generate_series(1, 30) g`;
+    const chunks: number[] = [];
+    const counted = { ...db, readAtOnceAsActor: db.readAtOnceAsActor } as typeof db;
+    counted.readAtOnceAsActor = async (actor, work, options) => {
+      const result = await db.readAtOnceAsActor(actor, work, options);
+      const { rows } = result as { rows?: unknown[] };
+      if (rows) chunks.push(rows.length);
+      return result;
+    };
+    const feedback = createFeedbackService({ db: counted, captcha: { enabled: false, verify: async () => 'passed' }, exportChunkRows: 500, exportChunkTextBytes: 2_500 });
+    const names: string[] = [];
+    await feedback.exportFeedback(await userCaller(true), { order: 'asc', websiteId } as ExportFeedbackQuery, {
+      async write(values) {
+        names.push(String(values[FEEDBACK_CSV_COLUMNS.findIndex(([header]) => header === 'name')]));
+        return true;
+      },
+    });
+    expect(names).toEqual(Array.from({ length: 30 }, (_, i) => `Long ${i + 1}`));
+    // Three rows begin within 2,500 bytes (at 0, 1,000 and 2,000); the long tenth row is a chunk of its own.
+    expect(chunks).toEqual([3, 3, 3, 1, 3, 3, 3, 3, 3, 3, 2]);
   });
 });
 

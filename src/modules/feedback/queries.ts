@@ -217,16 +217,29 @@ export interface ExportPosition {
  */
 const AFTER_POSITION = { asc: '(created_at, id) > ', desc: '(created_at, id) < ' } as const;
 
+/** The text of an exported row, in bytes as stored; the export's chunks are bounded by it. */
+const EXPORT_TEXT_BYTES = `octet_length(name) + octet_length(email) + octet_length(comment)
+  + coalesce(octet_length(location), 0) + coalesce(octet_length(category), 0)
+  + coalesce(octet_length(admin_notes), 0) + coalesce(octet_length(resolved_by), 0)`;
+
+const EXPORT_COLUMNS = `id, name, email, comment, rating, status, location, category,
+  admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at`;
+
 /**
- * The next `limit` matching rows after `after` (from the first when it is
- * undefined), in the list's order; the screenshot is left out. The export
- * reads in these chunks, each a short statement of its own (service.ts).
+ * The next matching rows after `after` (from the first when it is undefined),
+ * in the list's order; the screenshot is left out. The export reads in these
+ * chunks, each a short statement of its own (service.ts), and holds a chunk
+ * in memory while its client takes it. So a chunk is at most `limit` rows, and
+ * of those only as many as begin within `maxTextBytes` of text (always the
+ * first): 500 rows of ordinary feedback are some 150 kB, 500 of the longest
+ * text the table allows tens of MB. `nothingAfter` when the statement found
+ * fewer than `limit` rows and the chunk holds them all.
  */
 export async function feedbackExportChunk(
   tx: Tx,
   filter: FeedbackFilter,
-  chunk: { order: 'asc' | 'desc'; after: ExportPosition | undefined; limit: number },
-): Promise<ExportRow[]> {
+  chunk: { order: 'asc' | 'desc'; after: ExportPosition | undefined; limit: number; maxTextBytes: number },
+): Promise<{ rows: ExportRow[]; nothingAfter: boolean }> {
   const { where, values } = filterSql(filter);
   const params: Array<string | number> = [...values];
   let position = '';
@@ -234,18 +247,24 @@ export async function feedbackExportChunk(
     params.push(chunk.after.createdAt, chunk.after.id);
     position = ` and ${AFTER_POSITION[chunk.order]}($${params.length - 1}::text::timestamptz, $${params.length}::uuid)`;
   }
-  params.push(chunk.limit);
-  return fixedStatement<ExportRow[]>(
+  params.push(chunk.limit, chunk.maxTextBytes);
+  const order = BY_CREATION[chunk.order];
+  const rows = await fixedStatement<Array<ExportRow & { found: number }>>(
     tx,
-    `select id, name, email, comment, rating, status, location, category,
-            admin_notes, resolved_by, resolved_at, website_id, created_at, updated_at,
-            created_at::text as created_at_text
-       from public.feedback
-       ${where}${position}
-      ${BY_CREATION[chunk.order]}
-      limit $${params.length}`,
+    `select ${EXPORT_COLUMNS}, created_at_text, found
+       from (select ${EXPORT_COLUMNS}, created_at::text as created_at_text,
+                    count(*) over () :: int as found,
+                    sum(text_bytes) over (${order} rows between unbounded preceding and current row) - text_bytes as bytes_before
+               from (select ${EXPORT_COLUMNS}, ${EXPORT_TEXT_BYTES} as text_bytes
+                       from public.feedback
+                       ${where}${position}
+                      ${order}
+                      limit $${params.length - 1}) found_rows) measured
+      where bytes_before < $${params.length}
+      ${order}`,
     params,
   );
+  return { rows, nothingAfter: rows.length === 0 || (rows[0].found < chunk.limit && rows.length === rows[0].found) };
 }
 
 export interface TriageChange {

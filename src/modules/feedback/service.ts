@@ -32,13 +32,15 @@ import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBo
  */
 const SUBMITTER: DbActor = { role: 'anon', claims: { role: 'anon', submitted_via: 'api' } };
 /**
- * Rows per statement of the export. Each chunk is held in memory until the
- * client has taken it; 500 rows of the longest text the table allows are
- * tens of MB, what the cursor's batches held before.
+ * At most so many rows, and so many bytes of their text, per statement of
+ * the export: each chunk is held in memory until the client has taken it.
+ * Ordinary feedback fills 500 rows long before 1 MiB; rows of the longest
+ * text the table allows (some 100 kB each) fill the bytes with a few.
  */
 export const EXPORT_CHUNK_ROWS = 500;
+export const EXPORT_CHUNK_TEXT_BYTES = 1024 * 1024;
 
-type ExportRow = Awaited<ReturnType<typeof feedbackExportChunk>>[number];
+type ExportRow = Awaited<ReturnType<typeof feedbackExportChunk>>['rows'][number];
 /**
  * Stored text as typed: a spreadsheet shows `&lt;` as it is. Formulas that
  * come back with the unescaping are still defused: csvCell sees this value.
@@ -69,11 +71,18 @@ export interface FeedbackServiceDeps {
   captcha: CaptchaVerifier;
   /** Called after a submission committed (wakes the notification worker). */
   onSubmitted?: () => void;
-  /** Rows per statement of the export (EXPORT_CHUNK_ROWS); tests set it small. */
+  /** Rows and bytes of text per statement of the export (EXPORT_CHUNK_ROWS, EXPORT_CHUNK_TEXT_BYTES); tests set them small. */
   exportChunkRows?: number;
+  exportChunkTextBytes?: number;
 }
 
-export function createFeedbackService({ db, captcha, onSubmitted, exportChunkRows = EXPORT_CHUNK_ROWS }: FeedbackServiceDeps) {
+export function createFeedbackService({
+  db,
+  captcha,
+  onSubmitted,
+  exportChunkRows = EXPORT_CHUNK_ROWS,
+  exportChunkTextBytes = EXPORT_CHUNK_TEXT_BYTES,
+}: FeedbackServiceDeps) {
   return {
     /** `log` (the request's) hears why a bot check could not be made. */
     async submitFeedback(body: SubmitFeedbackBody, remoteIp: string, log?: FastifyBaseLogger): Promise<{ id: string; status: 'pending' }> {
@@ -159,21 +168,21 @@ export function createFeedbackService({ db, captcha, onSubmitted, exportChunkRow
       const filter = { status: query.status, websiteId: query.websiteId };
       let after: ExportPosition | undefined;
       for (;;) {
-        const chunk = { order: query.order, after, limit: exportChunkRows };
-        const rows = await db.readAtOnceAsActor(actor, (tx) => feedbackExportChunk(tx, filter, chunk));
+        const chunk = { order: query.order, after, limit: exportChunkRows, maxTextBytes: exportChunkTextBytes };
+        const { rows, nothingAfter } = await db.readAtOnceAsActor(actor, (tx) => feedbackExportChunk(tx, filter, chunk));
         for (const row of rows) {
           const open = await sink.write(FEEDBACK_CSV_COLUMNS.map(([, read]) => read(row)));
           if (!open) return;
         }
-        if (rows.length < exportChunkRows) {
+        if (nothingAfter) {
           // Past the last row, or past every row row-level security still shows the caller: an
           // admin whose role went during the export would get a file that stops early and looks
           // whole. Cut instead, as any failure midway is.
           if (!(await db.readAtOnceAsActor(actor, callerMayReadFeedback))) throw forbidden('The caller may no longer read feedback; the export was cut');
           return;
         }
-        const last = rows[rows.length - 1];
-        after = { createdAt: last.created_at_text, id: last.id };
+        const lastRow = rows[rows.length - 1];
+        after = { createdAt: lastRow.created_at_text, id: lastRow.id };
       }
     },
 
