@@ -150,7 +150,7 @@ describe('exports', () => {
 });
 
 describe('an export larger than the server may hold', () => {
-  it('is streamed from the cursor: a server with a 64 MiB heap sends 120 MB of feedback in full', { timeout: 120_000 }, async () => {
+  it('is streamed in chunks: a server with a 64 MiB heap sends 120 MB of feedback in full', { timeout: 120_000 }, async () => {
     // Read into memory before it is written, the export would end the process (heap out of memory).
     const port = await freePort();
     const server = startServer({
