@@ -149,9 +149,19 @@ describe('POST /api/feedback (public submission)', () => {
   });
 
   it('accepts RFC 5322 addresses beyond the everyday shape', async () => {
-    for (const email of ["o'brien+feedback@example.test", 'first.last@sub.example.test']) {
+    for (const email of ["o'brien+feedback@example.test", 'first.last@sub.example.test', 'josé@example.test', '"john doe"@example.test', '"a\\"b"@example.test', 'x@[192.0.2.1]']) {
       expect((await submit(feedbackBody({ email }))).statusCode, email).toBe(201);
     }
+  });
+
+  it('refuses what RFC 5322 does not allow: control characters, a bare quote inside quotes, dots out of place', async () => {
+    const websiteId = await createWebsite(sql);
+    for (const email of ['a\u0001b@example.test', 'a\u007fb@example.test', '"a\u0008"@example.test', '"a"b"@example.test', 'a..b@example.test', 'a b@example.test']) {
+      const response = await submit(feedbackBody({ websiteId, email }));
+      expect(response.statusCode, JSON.stringify(email)).toBe(400);
+      expect(response.json().details, JSON.stringify(email)).toEqual({ email: ['Invalid email format'] });
+    }
+    expect(await sql`select id from public.feedback where website_id = ${websiteId}`).toEqual([]);
   });
 
   it('escapes HTML before storage: a <script> comes back as text, not markup', async () => {
