@@ -106,7 +106,7 @@ describe('recording events', () => {
       payload: JSON.stringify({ name: 'Beacon', email: 'b@example.test', comment: 'long enough comment', rating: 5 }),
     });
     expect(feedback.statusCode).toBe(415);
-    expect(feedback.json().error).toBe('Unsupported content type');
+    expect(feedback.json().error).toBe('Unsupported content type; send JSON with Content-Type: application/json');
   });
 
   it('device types: desktop, mobile, tablet', async () => {

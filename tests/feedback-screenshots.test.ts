@@ -120,7 +120,7 @@ describe('a body refused while its client is still sending it', () => {
       // Refused for its type before any of it is read: Fastify leaves that body to Node, which
       // reads and drops it, so this answer was readable before too.
       const wrongType = await fetch(`${server.baseUrl}/api/feedback`, { method: 'POST', headers: { 'content-type': 'application/xml' }, body: oversized });
-      expect([wrongType.status, ((await wrongType.json()) as { error: string }).error]).toEqual([415, 'Unsupported content type']);
+      expect([wrongType.status, ((await wrongType.json()) as { error: string }).error]).toEqual([415, 'Unsupported content type; send JSON with Content-Type: application/json']);
       const refused = await send(agent, server.baseUrl, 'POST', '/api/feedback', oversized);
       expect([refused.status, JSON.parse(refused.body)]).toEqual([413, envelope]);
       expect(refused.connection).not.toBe('close');

@@ -338,7 +338,7 @@ describe('app foundation', () => {
     ]) {
       const response = await app.inject({ method: 'POST', url, payload, headers: { 'content-type': 'text/plain;charset=UTF-8' } });
       expect(response.statusCode, url).toBe(415);
-      expect(response.json(), url).toEqual({ success: false, error: 'Unsupported content type', statusCode: 415 });
+      expect(response.json(), url).toEqual({ success: false, error: 'Unsupported content type; send JSON with Content-Type: application/json', statusCode: 415 });
     }
     // An empty text/plain body is no body (`fetch(url, {method: 'POST', body: ''})`).
     const signout = await app.inject({ method: 'POST', url: '/api/auth/signout', payload: '', headers: { 'content-type': 'text/plain;charset=UTF-8', authorization: 'Bearer garbage' } });

@@ -28,6 +28,8 @@ export const credentialsRefused = (reason: string) => withReason(unauthorized(),
 export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);
 export const notFound = (message = 'Resource not found') => new AppError(404, message);
 export const conflict = (message: string) => new AppError(409, message);
+/** Every body the API reads is JSON (ingestion takes it as text/plain too): the answer says what to send. */
+export const UNSUPPORTED_CONTENT_TYPE = 'Unsupported content type; send JSON with Content-Type: application/json';
 /** SPEC 7: any unexpected failure. */
 export const internalError = () => new AppError(500, 'Internal server error');
 export const serviceUnavailable = (message = 'Service temporarily unavailable') => new AppError(503, message);

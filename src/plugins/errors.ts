@@ -4,7 +4,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onReq
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { AppError, type FieldErrors, fromPostgresError, RateLimitError, ShuttingDownError } from '../lib/errors.ts';
+import { AppError, type FieldErrors, fromPostgresError, RateLimitError, ShuttingDownError, UNSUPPORTED_CONTENT_TYPE } from '../lib/errors.ts';
 import { redactUrl } from '../lib/redact.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
@@ -39,7 +39,7 @@ function describe(error: FastifyError | AppError | Error): { statusCode: number;
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return { statusCode: 413, message: 'Request body too large' };
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return { statusCode: 415, message: 'Unsupported content type' };
+      return { statusCode: 415, message: UNSUPPORTED_CONTENT_TYPE };
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return { statusCode: 400, message: 'Invalid content length' };
     case 'FST_ERR_BAD_URL':

@@ -1,7 +1,7 @@
 import { isAscii, isUtf8 } from 'node:buffer';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { AppError, validationFailed } from '../lib/errors.ts';
+import { AppError, UNSUPPORTED_CONTENT_TYPE, validationFailed } from '../lib/errors.ts';
 
 // JSON bodies are parsed by Fastify's own parser (which refuses __proto__ and
 // constructor poisoning, answered here as a validation error naming the
@@ -291,7 +291,7 @@ export default fp(
     app.removeContentTypeParser('text/plain');
     app.addContentTypeParser('text/plain', { parseAs: 'string' }, function refuseText(_request, body, done) {
       const text = typeof body === 'string' ? body : body.toString('utf8');
-      done(BLANK.test(text) ? null : new AppError(415, 'Unsupported content type'), undefined);
+      done(BLANK.test(text) ? null : new AppError(415, UNSUPPORTED_CONTENT_TYPE), undefined);
     });
   },
   { name: 'json-body' },
