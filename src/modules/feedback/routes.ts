@@ -70,7 +70,8 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     });
   }
 
-  // The item the notification e-mail links to. Fastify matches the static
+  // One item, which the admin page the notification e-mail links to reads
+  // (${ADMIN_URL}/feedback/<id>, the front end's). Fastify matches the static
   // paths beside it (/export, /get-feedback) before this parameter.
   app.get(
     '/api/feedback/:id',

@@ -153,7 +153,7 @@ export const ListFeedbackResponseSchema = z.object({
   pagination: PaginationSchema,
 });
 
-/** One feedback item (the page the notification e-mail links to). */
+/** One feedback item (what the admin page the notification e-mail links to reads). */
 export const FeedbackItemResponseSchema = z.object({ success: z.literal(true), data: FeedbackSchema });
 
 export const FeedbackIdParamsSchema = z.object({ id: uuidInput('Feedback id') });
