@@ -323,6 +323,40 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/update-password', { token, newPassword: 'third-secret' })).status).toBe(400);
   });
 
+  it('a reset link works for the hour its e-mail promises: one sent 65 minutes ago is refused, one sent 50 minutes ago still works', { timeout: 30_000 }, async () => {
+    // The auth server's default is a day; supabase/config.toml's [auth.email] otp_expiry makes it 3600 s.
+    const resetTokenOf = async (label: string) => {
+      const account = await signUp(base, label);
+      expect((await post('/api/auth/reset-password', { email: account.email })).status).toBe(200);
+      await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
+      return { account, token: resetTokenIn((await messagesTo(account.email))[0]) };
+    };
+    // The auth server times a recovery token hash by auth.users.recovery_sent_at (verify.go,
+    // verifyTokenHash); the one-time token row's created_at is aged too, as if that long had passed.
+    const age = async (userId: string, minutes: number) => {
+      const users = await sql`
+        update auth.users set recovery_sent_at = recovery_sent_at - make_interval(mins => ${minutes}) where id = ${userId} returning id`;
+      expect(users).toHaveLength(1);
+      const tokens = await sql`
+        update auth.one_time_tokens set created_at = created_at - make_interval(mins => ${minutes})
+         where user_id = ${userId} and token_type = 'recovery_token' returning id`;
+      expect(tokens).toHaveLength(1);
+    };
+    const stale = await resetTokenOf('reset-stale');
+    const fresh = await resetTokenOf('reset-fresh');
+    await age(stale.account.id, 65);
+    await age(fresh.account.id, 50);
+
+    const refused = await post('/api/auth/update-password', { token: stale.token, newPassword: 'too-late-secret' });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toEqual({ success: false, error: 'Invalid or expired reset token', statusCode: 400 });
+    expect((await post('/api/auth/signin', { email: stale.account.email, password: stale.account.password })).status).toBe(200);
+
+    const updated = await post('/api/auth/update-password', { token: fresh.token, newPassword: 'in-time-secret' });
+    expect(updated.status).toBe(200);
+    expect((await post('/api/auth/signin', { email: fresh.account.email, password: 'in-time-secret' })).status).toBe(200);
+  });
+
   it('update-password whose last step, the auth server ending every session, fails: the sessions are ended in the database, with its audit entry', { timeout: 30_000 }, async () => {
     // A gateway in front of the auth server that passes everything on but
     // answers its /logout with a 502, after the password has changed.

@@ -117,7 +117,7 @@ describe('/api/auth errors (SPEC section 7)', () => {
     for (const [url, error] of [
       ['/signin', 'Email and password are required'],
       ['/reset-password', 'Email is required'],
-      ['/update-password', 'Password must be at least 6 characters'],
+      ['/update-password', 'New password is required'],
     ]) {
       for (const request of [{}, { payload: '', headers: json }, { payload: '  ', headers: json }, { payload: 'null', headers: json }]) {
         const response = await app.inject({ method: 'POST', url: `/api/auth${url}`, ...request });

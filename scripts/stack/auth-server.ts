@@ -24,6 +24,9 @@ export { AUTH_BIN_VARIABLE } from './environment.ts';
  */
 const AUTH_WORKDIR = path.join(ROOT, '.cache/auth-server');
 
+/** Where the gateway serves the auth server, as Kong does under `supabase start`. */
+const AUTH_PATH = '/auth/v1';
+
 export class AuthBinaryError extends Error {}
 
 function isExecutable(file: string): boolean {
@@ -151,7 +154,7 @@ export async function startAuthServer(options: AuthServerOptions): Promise<AuthS
     apiKeys: [anonKey, serviceRoleKey],
     templates: settings.recoveryTemplate ? { 'recovery.html': settings.recoveryTemplate.contentPath } : {},
   });
-  const externalUrl = `${gateway.url}/auth/v1`;
+  const externalUrl = `${gateway.url}${AUTH_PATH}`;
   const redirectUri = `${externalUrl}/callback`;
   const oidc = await startOidcIssuer({ redirectUri, ...options.oidc });
 
@@ -173,6 +176,14 @@ export async function startAuthServer(options: AuthServerOptions): Promise<AuthS
     GOTRUE_EXTERNAL_EMAIL_ENABLED: 'true',
     GOTRUE_MAILER_AUTOCONFIRM: String(!settings.emailConfirmations),
     GOTRUE_MAILER_SECURE_EMAIL_CHANGE_ENABLED: String(settings.secureEmailChange),
+    // The links in the auth server's own e-mails (confirmation, invitation, e-mail
+    // change) resolve these against API_EXTERNAL_URL; its default, `/verify`,
+    // drops the `/auth/v1` of the gateway, which then answers 404. The Supabase
+    // CLI sets the same. The reset e-mail's link is the project's template's, to the front end.
+    GOTRUE_MAILER_URLPATHS_CONFIRMATION: `${AUTH_PATH}/verify`,
+    GOTRUE_MAILER_URLPATHS_INVITE: `${AUTH_PATH}/verify`,
+    GOTRUE_MAILER_URLPATHS_EMAIL_CHANGE: `${AUTH_PATH}/verify`,
+    GOTRUE_MAILER_URLPATHS_RECOVERY: `${AUTH_PATH}/verify`,
     GOTRUE_SMTP_HOST: options.smtp.host,
     GOTRUE_SMTP_PORT: String(options.smtp.port),
     GOTRUE_SMTP_ADMIN_EMAIL: 'auth@portfolio.local',
@@ -195,6 +206,7 @@ export async function startAuthServer(options: AuthServerOptions): Promise<AuthS
     GOTRUE_LOG_LEVEL: 'warn',
   };
   if (settings.sessionInactivityTimeout) env.GOTRUE_SESSIONS_INACTIVITY_TIMEOUT = settings.sessionInactivityTimeout;
+  if (settings.emailOtpExpiry) env.GOTRUE_MAILER_OTP_EXP = String(settings.emailOtpExpiry);
   if (settings.recoveryTemplate) {
     env.GOTRUE_MAILER_TEMPLATES_RECOVERY = `${gateway.url}/templates/recovery.html`;
     if (settings.recoveryTemplate.subject) env.GOTRUE_MAILER_SUBJECTS_RECOVERY = settings.recoveryTemplate.subject;

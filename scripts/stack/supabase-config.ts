@@ -18,6 +18,8 @@ export interface AuthSettings {
   manualLinking: boolean;
   minimumPasswordLength: number;
   emailConfirmations: boolean;
+  /** `[auth.email] otp_expiry`: seconds a link or code from an e-mail works (the auth server's default, a day, when absent). */
+  emailOtpExpiry?: number;
   secureEmailChange: boolean;
   recoveryTemplate?: { subject?: string; contentPath: string };
   rateLimits: { emailSent: number; signInSignUps: number; tokenVerifications: number; tokenRefresh: number };
@@ -45,6 +47,7 @@ export async function readAuthSettings(file = path.join(ROOT, 'supabase/config.t
     manualLinking: bool(auth.enable_manual_linking, false),
     minimumPasswordLength: number(auth.minimum_password_length, 6),
     emailConfirmations: bool(email.enable_confirmations, false),
+    emailOtpExpiry: typeof email.otp_expiry === 'number' ? email.otp_expiry : undefined,
     secureEmailChange: bool(email.double_confirm_changes, true),
     recoveryTemplate:
       typeof recovery.content_path === 'string'

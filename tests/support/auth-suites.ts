@@ -4,6 +4,7 @@
 
 export const AUTH_SUITES = [
   'tests/auth-flows.test.ts',
+  'tests/auth-confirmations.test.ts',
   'tests/auth-outage.test.ts',
   'tests/auth-roles.test.ts',
   'the Supabase dashboard actions of tests/dashboard-admin.test.ts',

@@ -41,7 +41,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         summary: 'Create an account (public)',
         description:
           'Creates the account in Supabase Auth and answers with a session (`data.session` is null while the auth server asks for ' +
-          'e-mail confirmation). 409 `User with this email already exists`; 503 when the auth server does not answer.',
+          'e-mail confirmation). 409 `User with this email already exists` (confirmed or not); 503 when the auth server does not answer.',
         body: SignUpBodySchema,
         response: { 201: SignUpResponseSchema },
       },
@@ -61,6 +61,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         summary: 'Sign in with e-mail and password (public)',
         description:
           '400 `Email and password are required` when either is missing or empty; 401 `Invalid email or password`; ' +
+          '403 `Email not confirmed` for the right password of an account whose address is not confirmed yet; ' +
           '503 when the auth server does not answer.',
         body: SignInBodySchema,
         response: { 200: SignInResponseSchema },
@@ -165,9 +166,10 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         tags,
         summary: 'Set a new password with the token from the reset e-mail (public)',
         description:
-          'Then every session of the user ends. 400 `Password must be at least 6 characters` or `… at most 72 bytes` ' +
-          '(checked before the token, which works once, is redeemed), `Invalid or expired reset token`, or `New password ' +
-          'must differ from the old one; request a new reset e-mail`; 503 when the auth server does not answer.',
+          'Then every session of the user ends. 400 `New password is required`, `Password must be at least 6 characters` or ' +
+          '`… at most 72 bytes` (checked before the token, which works once, is redeemed), `Invalid or expired reset token` ' +
+          '(also once the e-mail is an hour old), or `New password must differ from the old one; request a new reset e-mail`; ' +
+          '503 when the auth server does not answer.',
         body: UpdatePasswordBodySchema,
         response: { 200: MessageResponseSchema },
       },
@@ -176,7 +178,9 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
       const { token, newPassword } = request.body;
       // Checked before the token is redeemed: a reset token works once, and a
       // password the auth server refuses afterwards would have used it up.
-      const password = PasswordSchema.safeParse(newPassword ?? '');
+      // Missing is said as such: `at least 6 characters` misled a client that sent the password as another field.
+      if (!newPassword) throw badRequest('New password is required', { newPassword: ['New password is required'] });
+      const password = PasswordSchema.safeParse(newPassword);
       if (!password.success) {
         const message = password.error.issues[0].message;
         throw badRequest(message, { newPassword: [message] });

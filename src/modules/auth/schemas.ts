@@ -40,7 +40,10 @@ export const UpdatePasswordBodySchema = documentedAs(
         .meta({ description: 'The token hash from the reset e-mail; a missing or spent one is 400 `Invalid or expired reset token`' }),
       newPassword: PasswordSchema,
     })
-    .meta({ description: 'The new password is checked first (400 with `details.newPassword`), before the token is redeemed' }),
+    .meta({
+      description:
+        'The new password is checked first (400 with `details.newPassword`: `New password is required` when missing, null or empty), before the token is redeemed',
+    }),
 );
 export const LinkBodySchema = z.object({
   provider: requiredString('Provider').min(1).max(64),

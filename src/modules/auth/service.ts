@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError, badRequest, conflict, internalError, notFound, RateLimitError, unauthorized, withCause } from '../../lib/errors.ts';
+import { AppError, badRequest, conflict, forbidden, internalError, notFound, RateLimitError, unauthorized, withCause } from '../../lib/errors.ts';
 import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
@@ -12,6 +12,9 @@ import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 // the mirrored profile.
 
 type AuthFailure = { code?: string; status?: number; message?: string };
+
+/** The auth server's refusal to send an e-mail: one to this address within the last minute, or its hourly budget spent. */
+const isEmailResendRefused = (error: unknown) => (error as AuthFailure | null)?.code === 'over_email_send_rate_limit';
 
 export interface AuthServiceDeps {
   supabase: SupabaseAuth;
@@ -87,8 +90,13 @@ export function createAuthService(deps: AuthServiceDeps) {
         const duplicate = conflict('User with this email already exists');
         // A sign-up that lost a race for its address fails in the auth
         // server's database, a 500 'Database error saving new user' like any
-        // other; the address being taken now says which one it was.
-        if (isAuthServerError(error) && (await addressTaken(input.email))) throw duplicate;
+        // other; the address being taken now says which one it was. With
+        // confirmation on, a sign-up for an address whose account is not
+        // confirmed yet has the auth server send the confirmation again, and
+        // within a minute of the last one it refuses that as too many e-mails;
+        // the account exists all the same. (A new address refused by the
+        // hourly e-mail budget has no account, and keeps its 429.)
+        if ((isAuthServerError(error) || isEmailResendRefused(error)) && (await addressTaken(input.email))) throw duplicate;
         fail(error, new AppError(500, 'Failed to register user'), {
           user_already_exists: duplicate,
           email_exists: duplicate,
@@ -111,7 +119,9 @@ export function createAuthService(deps: AuthServiceDeps) {
       const client = supabase.forRequest(ip);
       const { data, error } = await client.auth.signInWithPassword({ email: email.trim().toLowerCase(), password });
       if (error || !data.session) {
-        fail(error, unauthorized('Invalid email or password'));
+        // The auth server says `email_not_confirmed` only once the password
+        // matched, so it tells nobody without the password that the account exists.
+        fail(error, unauthorized('Invalid email or password'), { email_not_confirmed: forbidden('Email not confirmed') });
       }
       // The profile holds the name (PUT /api/users/:id changes it there); the
       // auth server's copy is what the user signed up with. When it cannot be
