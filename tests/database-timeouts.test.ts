@@ -109,6 +109,30 @@ describe('database timeouts under a held lock', () => {
     }
   });
 
+  it('a database whose connection slots are all taken answers 503 with Retry-After, not 500; the app recovers', async () => {
+    // The server's max_connections, a role's or a database's CONNECTION LIMIT: all SQLSTATE 53300.
+    // A database's limit of 0 stands for them here without taking slots from anyone else's work.
+    const [{ name }] = await sql<{ name: string }[]>`select current_database() as name`;
+    const app: FastifyInstance = await buildTestApp({ DATABASE_URL: database.url });
+    const headers = await legacyAdmin();
+    try {
+      await sql`alter database ${sql(name)} connection limit 0`;
+      await sql`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and application_name = 'portfolio-backend'`;
+      // The pool hears of the ends, so the request opens a connection rather than meeting a closed one.
+      await waitFor(async () => (await sql`select from pg_stat_activity where datname = ${name} and application_name = 'portfolio-backend'`).length === 0, 5_000, 'the pool ended');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const refused = await app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers });
+      expect503(refused);
+      expect(refused.json().error).toBe('Database busy; try again shortly');
+      expect(refused.headers['retry-after']).toBe('5');
+      await sql`alter database ${sql(name)} connection limit -1`;
+      expect((await app.inject({ method: 'GET', url: '/api/feedback/get-feedback?limit=1', headers })).statusCode).toBe(200);
+    } finally {
+      await sql`alter database ${sql(name)} connection limit -1`;
+      await app.close();
+    }
+  });
+
   it('with every connection parked on the lock, a new request gets 503 after the acquire deadline; the app recovers', async () => {
     await withPoolTaken(async ({ app, headers, release }) => {
       const started = performance.now();

@@ -8,6 +8,12 @@ describe('fromPostgresError', () => {
     }
   });
 
+  it('answers connection slots all taken (the server, the database or the role at its limit) as a busy database: 503, not a 500', () => {
+    for (const code of ['53300', '53400']) {
+      expect(fromPostgresError({ code }), code).toMatchObject({ statusCode: 503, message: 'Database busy; try again shortly' });
+    }
+  });
+
   it('answers a connection lost on a read or on a write alike: 503, not a 500', () => {
     for (const code of ['ECONNRESET', 'EPIPE', 'CONNECTION_CLOSED', '57P01']) {
       expect(fromPostgresError({ code }), code).toMatchObject({ statusCode: 503, message: 'Database unavailable' });

@@ -76,6 +76,8 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case '40P01': // deadlock_detected: one of two transactions is cancelled; a retry succeeds
     case '40001': // serialization_failure
     case 'ACQUIRE_TIMEOUT': // no pooled connection in time (plugins/db.ts)
+    case '53300': // too_many_connections: the server's, a database's or a role's connection slots are all taken
+    case '53400': // configuration_limit_exceeded
       return serviceUnavailable('Database busy; try again shortly');
     case '57P01': // admin_shutdown: the connection was terminated
     case '57P02':

@@ -107,6 +107,9 @@ function logRefusal(request: FastifyRequest, statusCode: number, error: string, 
   request.log.warn({ ...whereAnswered(request, statusCode), error, ...more, persist: false }, 'request refused');
 }
 
+/** Seconds a 503 asks its client to wait before trying again. */
+export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
+
 export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   const { statusCode, message, details } = describe(error);
   if (!request.raw.complete) dropRestOfBody(request, reply);
@@ -116,6 +119,9 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
+  // A 503 is a part that is down or busy for a while (RFC 9110 15.6.4): clients and proxies that
+  // retry wait this long rather than at once, which a database coming back up does not need.
+  if (statusCode === 503) reply.header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S);
   // The envelope is written as it is, never through the route's response schema for that
   // status: /api/admin/health declares its own 503 (the health report), and the auth guard's
   // 503 pushed through it failed to serialize and went out as a bare 500.
