@@ -81,6 +81,12 @@ export function createAuthService(deps: AuthServiceDeps) {
     (await db.bounded(selectProfileByEmailElevated(db.sql, email)).catch(() => [])).length > 0;
   return {
     async signUp(ip: string, input: { email: string; password: string; name: string }) {
+      // Asked first: with e-mail confirmation on, the auth server answers a
+      // sign-up for an address still waiting for it by sending the
+      // confirmation e-mail again (to an address the caller may not own) and
+      // answering with the waiting account, the new password and name
+      // dropped. The checks after the auth server's answer cover the races.
+      if (await addressTaken(input.email)) throw conflict('User with this email already exists');
       const { data, error } = await supabase.forRequest(ip).auth.signUp({
         email: input.email,
         password: input.password,
