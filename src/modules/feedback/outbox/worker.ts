@@ -22,7 +22,10 @@ import { createSentMarks, type SentMarks } from './sent-marks.ts';
 // the transport's pooled connections. Each row is written as its own send
 // ends: marked sent (in small groups, sent-marks.ts), retried with
 // exponential backoff, or given up after FEEDBACK_OUTBOX_MAX_ATTEMPTS; no
-// row's outcome waits on another's.
+// row's outcome waits on another's. While marks fail (the database is down),
+// the batch starts no new send: its failed marks are tried again until the
+// lease ends, and the rows not started wait, so an outage shorter than the
+// lease sends no row twice.
 
 /** Rows claimed at once. */
 export const CLAIM_BATCH = 50;
@@ -53,6 +56,8 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
   let running: Promise<void> | undefined;
   let wakeRequested = false;
   let stopped = false;
+  /** When stop()'s wait ends (`performance.now()`): failed marks are not tried after it. */
+  let stopDeadline = Infinity;
   /** Set while a batch is sending: stop() calls it to hand back the batch's rows not started. */
   let interruptBatch: (() => void) | undefined;
 
@@ -97,31 +102,40 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
     sentMarks.add({ claim, providerMessageId });
   }
 
-  /** Sends a claimed batch, `transport.concurrency` at a time, renewing its lease; on stop, rows not started go back at once. */
-  async function deliverBatch(claimToken: string, claims: ClaimedNotification[]): Promise<void> {
-    const renewal = setInterval(
-      () =>
-        void extendNotificationClaimsElevated(sql, claimToken, leaseMs).catch((error) =>
-          log.warn({ err: error }, 'feedback notification lease not renewed; rows of a batch slower than its lease may be sent twice'),
-        ),
-      leaseMs / 3,
-    );
+  /**
+   * Sends a claimed batch, `transport.concurrency` at a time, renewing its
+   * lease; on stop, rows not started go back at once. `lease.endsAt` is when
+   * the claim (or its last renewal) was asked for, plus the lease: the rows
+   * are ours at least until then.
+   */
+  async function deliverBatch(claimToken: string, claims: ClaimedNotification[], lease: { endsAt: number }): Promise<void> {
+    const renewal = setInterval(() => {
+      const askedAt = performance.now();
+      void extendNotificationClaimsElevated(sql, claimToken, leaseMs).then(
+        () => (lease.endsAt = Math.max(lease.endsAt, askedAt + leaseMs)),
+        (error) => log.warn({ err: error }, 'feedback notification lease not renewed; rows of a batch slower than its lease may be sent twice'),
+      );
+    }, leaseMs / 3);
     try {
-      await sendBatch(claims);
+      await sendBatch(claims, lease);
     } finally {
       clearInterval(renewal);
     }
   }
 
-  async function sendBatch(claims: ClaimedNotification[]): Promise<void> {
+  async function sendBatch(claims: ClaimedNotification[], lease: { endsAt: number }): Promise<void> {
     // Recipients are looked up once per batch, and only if some row needs them.
     let recipients: Promise<string[]> | undefined;
     const lookUpRecipients = () =>
       (recipients ??= config.FEEDBACK_NOTIFY_EMAILS.length > 0 ? Promise.resolve(config.FEEDBACK_NOTIFY_EMAILS) : adminRecipientEmailsElevated(sql));
-    const sentMarks = createSentMarks(sql, log, transport.name);
+    const sentMarks = createSentMarks(sql, log, transport.name, { retryUntil: () => Math.min(lease.endsAt, stopDeadline) });
     const notStarted = [...claims];
     const sender = async () => {
-      while (!stopped) {
+      // A failed mark holds the next send back until marks are written again (sent-marks.ts).
+      while ((await sentMarks.writable()) && !stopped) {
+        // Renewals fail too while the database is down: a batch whose lease is running out
+        // (unseen by the renewals every third of it) ends, and its rows not started wait for it.
+        if (lease.endsAt - performance.now() < leaseMs / 3) return;
         const claim = notStarted.shift();
         if (!claim) return;
         await deliver(claim, lookUpRecipients, sentMarks);
@@ -144,9 +158,10 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
   async function drain(): Promise<void> {
     while (!stopped) {
       const claimToken = randomUUID();
+      const askedAt = performance.now();
       const claims = await claimDueNotificationsElevated(sql, claimToken, leaseMs, CLAIM_BATCH);
       if (claims.length === 0) return;
-      await deliverBatch(claimToken, claims);
+      await deliverBatch(claimToken, claims, { endsAt: askedAt + leaseMs });
     }
   }
 
@@ -175,11 +190,13 @@ export function createWorker(sql: ElevatedSql, config: Config, transport: MailTr
     },
     /**
      * Starts no new send, gives back the rows not started, and waits up to
-     * `timeoutMs` for the sends in flight to end and be marked. One still in
-     * flight then keeps its claim until the lease runs out.
+     * `timeoutMs` for the sends in flight to end and be marked (failed marks
+     * are tried until then). One still in flight, or unmarked, then keeps its
+     * claim until the lease runs out.
      */
     async stop(timeoutMs: number): Promise<void> {
       stopped = true;
+      stopDeadline = performance.now() + timeoutMs;
       clearTimeout(timer);
       interruptBatch?.();
       if (!running) return;
