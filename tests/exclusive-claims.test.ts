@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ExclusiveClaims, redisClaims } from '../src/lib/exclusive-claims.ts';
-import type { FallbackState } from '../src/lib/fallback-rate-store.ts';
+import type { FallbackState } from '../src/lib/redis-availability.ts';
 import { startSilentServer } from './support/silent-server.ts';
 
 // Claims against the machine's real Redis: what two instances sharing it see,

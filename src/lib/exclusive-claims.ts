@@ -1,7 +1,7 @@
 import { hash, randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { withinDeadline } from './deadline.ts';
-import type { FallbackState } from './fallback-rate-store.ts';
+import type { FallbackState } from './redis-availability.ts';
 
 // Keys that one request at a time may hold, across every instance of the
 // service: the password reset holds the address while the auth server sends

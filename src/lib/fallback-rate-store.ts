@@ -1,33 +1,59 @@
 import { createRequire } from 'node:module';
 import type { FastifyRateLimitStore } from '@fastify/rate-limit';
 import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
+import type { CountingState } from './redis-availability.ts';
 
 // A rate-limit store for @fastify/rate-limit that counts in Redis while Redis
 // answers, and in this process when it does not: every Redis command has a
 // deadline, and after a failure the store counts locally for a while before
 // it asks Redis again, so a Redis that accepts connections but never answers
-// costs at most one deadline now and then, and never opens the limits.
+// costs at most one deadline now and then, and never opens the limits. When
+// counting returns to Redis, each key's local count is carried there once, so
+// neither a stall (Redis missed the hits counted here) nor a restart without
+// persistence (Redis lost them all) gives a client a second budget.
 
 type Store = FastifyRateLimitStore;
 type Callback = Parameters<Store['incr']>[1];
 type RouteOptions = Parameters<Store['child']>[0];
+type Count = { current: number; ttl: number };
 
 // The library's own stores (CommonJS, untyped): the same counting, in Redis and in memory.
+interface LibraryRedisStore extends Store {
+  /** The prefix of its keys in Redis. */
+  readonly key: string;
+  child(routeOptions: RouteOptions): LibraryRedisStore;
+}
+interface LibraryLocalStore extends Store {
+  /** A key's count without counting (synchronous). */
+  read(key: string, callback: (error: Error | null, count: Count) => void, timeWindow: number, max: number): void;
+  child(routeOptions: RouteOptions): LibraryLocalStore;
+}
 const require = createRequire(import.meta.url);
 const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as new (
   continueExceeding: boolean,
   exponentialBackoff: boolean,
   redis: Redis,
   nameSpace: string,
-) => Store;
-const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as new (continueExceeding: boolean, exponentialBackoff: boolean) => Store;
+) => LibraryRedisStore;
+const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as new (continueExceeding: boolean, exponentialBackoff: boolean) => LibraryLocalStore;
 
-export interface FallbackState {
-  /** Until when (epoch ms) counting stays in the process without asking Redis. */
-  localUntil: number;
-  /** Called when Redis fails or misses the deadline (to log it now and then). */
-  onFailure(error: Error): void;
-}
+// Adds this request and the hits Redis missed, raises the count to what this
+// instance counted in its window (an empty, restarted Redis), and gives a key
+// that Redis did not have the rest of that window.
+const CARRY_SCRIPT = `
+local current = redis.call('INCRBY', KEYS[1], ARGV[1])
+local floor = tonumber(ARGV[2])
+if current < floor then
+  redis.call('SET', KEYS[1], floor, 'KEEPTTL')
+  current = floor
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  ttl = tonumber(ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return {current, ttl}`;
 
 export interface FallbackOptions {
   redis: Redis;
@@ -35,15 +61,21 @@ export interface FallbackOptions {
   deadlineMs: number;
   /** How long counting stays local after a failure. */
   localForMs: number;
-  state: FallbackState;
+  state: CountingState;
 }
 
-class FallbackStore implements Store {
-  private readonly remote: Store;
-  private readonly local: Store;
-  private readonly options: FallbackOptions;
+/** Per key: the outage after which its count last reached Redis (0: not since), and the hits counted here without asking Redis. */
+type KeySync = { outage: number; missed: number };
+type Carry = { missed: number; floor: number; ttl: number };
 
-  constructor(remote: Store, local: Store, options: FallbackOptions) {
+class FallbackStore implements Store {
+  private readonly remote: LibraryRedisStore;
+  private readonly local: LibraryLocalStore;
+  private readonly options: FallbackOptions;
+  // As many keys as the local store keeps: a key it no longer has has nothing to carry.
+  private readonly syncs = new LRUCache<string, KeySync>({ max: 5_000 });
+
+  constructor(remote: LibraryRedisStore, local: LibraryLocalStore, options: FallbackOptions) {
     this.remote = remote;
     this.local = local;
     this.options = options;
@@ -52,40 +84,89 @@ class FallbackStore implements Store {
   incr(key: string, callback: Callback, timeWindow: number, max: number): void {
     const { state, deadlineMs, localForMs } = this.options;
     if (Date.now() < state.localUntil) {
-      this.local.incr(key, callback, timeWindow, max);
+      this.countLocally(key, callback, timeWindow, max);
       return;
     }
+    const carry = this.carryFor(key, timeWindow);
     let settled = false;
     const fallBack = (error: Error) => {
       settled = true;
       state.localUntil = Date.now() + localForMs;
       state.onFailure(error);
+      this.sentUnanswered(key);
       this.local.incr(key, callback, timeWindow, max);
     };
     const timer = setTimeout(() => {
       if (!settled) fallBack(new Error(`Redis did not answer within ${deadlineMs} ms`));
     }, deadlineMs);
-    this.remote.incr(
-      key,
-      (error, result) => {
-        if (settled) return;
-        clearTimeout(timer);
-        if (error || !result) {
-          fallBack(error ?? new Error('Redis gave no result'));
-          return;
-        }
-        settled = true;
-        // Keep the local count in step, so a fall-back starts from about where Redis was.
-        this.local.incr(key, () => {}, timeWindow, max);
-        callback(null, result);
-      },
-      timeWindow,
-      max,
-    );
+    const answered: Callback = (error, result) => {
+      if (settled) return;
+      clearTimeout(timer);
+      if (error || !result) {
+        fallBack(error ?? new Error('Redis gave no result'));
+        return;
+      }
+      settled = true;
+      state.onAnswer();
+      // Keep the local count in step, so a fall-back starts from about where Redis was.
+      this.local.incr(key, () => {}, timeWindow, max);
+      callback(null, result);
+    };
+    if (carry) this.countCarrying(key, carry, answered);
+    else this.remote.incr(key, answered, timeWindow, max);
   }
 
   child(routeOptions: RouteOptions): Store {
     return new FallbackStore(this.remote.child(routeOptions), this.local.child(routeOptions), this.options);
+  }
+
+  /** Counted here only: Redis has missed this hit. */
+  private countLocally(key: string, callback: Callback, timeWindow: number, max: number): void {
+    const sync = this.syncs.get(key);
+    if (sync) {
+      sync.outage = 0;
+      sync.missed += 1;
+    } else {
+      this.syncs.set(key, { outage: 0, missed: 1 });
+    }
+    this.local.incr(key, callback, timeWindow, max);
+  }
+
+  /** What to carry to Redis with this count: nothing until an outage, and nothing once the key has been carried since the latest. */
+  private carryFor(key: string, timeWindow: number): Carry | undefined {
+    const { outages } = this.options.state;
+    if (outages === 0) return undefined;
+    const sync = this.syncs.get(key);
+    if (sync?.outage === outages) return undefined;
+    let counted: Count = { current: 0, ttl: 0 };
+    this.local.read(key, (_error, count) => (counted = count), timeWindow, 0);
+    this.syncs.set(key, { outage: outages, missed: 0 });
+    if (counted.current === 0) return undefined;
+    // Hits counted in an earlier window of this process are not this window's.
+    const missed = Math.min(sync?.missed ?? 0, counted.current);
+    return { missed, floor: counted.current + 1, ttl: Math.max(1, counted.ttl) };
+  }
+
+  /**
+   * A count (or a carry) sent and not answered may still be counted: a
+   * stalled Redis runs it when it wakes. Its hits are not carried again, so
+   * nothing is counted twice; the floor is, with the next count there (it
+   * counts nothing twice), for a Redis that never ran it.
+   */
+  private sentUnanswered(key: string): void {
+    const sync = this.syncs.get(key);
+    if (sync) sync.outage = 0;
+    else this.syncs.set(key, { outage: 0, missed: 0 });
+  }
+
+  private countCarrying(key: string, carry: Carry, answered: Callback): void {
+    this.options.redis.eval(CARRY_SCRIPT, 1, this.remote.key + key, 1 + carry.missed, carry.floor, carry.ttl).then(
+      (reply) => {
+        const [current, ttl] = reply as [number, number];
+        answered(null, { current, ttl });
+      },
+      (error: Error) => answered(error),
+    );
   }
 }
 
@@ -99,5 +180,5 @@ export function localRateStore(): RateStore {
 
 /** Counts in Redis while it answers within the deadline, in this process meanwhile. */
 export function redisRateStore(options: FallbackOptions): RateStore {
-  return new FallbackStore(new RedisStore(false, false, options.redis, options.nameSpace), localRateStore(), options);
+  return new FallbackStore(new RedisStore(false, false, options.redis, options.nameSpace), new LocalStore(false, false), options);
 }

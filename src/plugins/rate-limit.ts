@@ -5,6 +5,7 @@ import { clientNetworkOf } from '../lib/client-network.ts';
 import { RateLimitError } from '../lib/errors.ts';
 import { type ExclusiveClaims, localClaims, redisClaims } from '../lib/exclusive-claims.ts';
 import { type RateStore, localRateStore, redisRateStore } from '../lib/fallback-rate-store.ts';
+import { RedisAvailability } from '../lib/redis-availability.ts';
 import type { Config } from '../config.ts';
 
 // SPEC section 8. Every route gets the general budget unless it names a
@@ -12,7 +13,8 @@ import type { Config } from '../config.ts';
 // up and sign in draw on one budget; the other auth routes on another). With REDIS_URL the counters live in
 // Redis, so every instance of the service sees the same counts; while Redis
 // fails or stalls, each instance counts in its own memory instead
-// (lib/fallback-rate-store.ts), so limits never open. The same Redis holds
+// (lib/fallback-rate-store.ts), so limits never open, and carries its counts
+// back to Redis when Redis answers again. The same Redis holds
 // the keys one request at a time may hold (lib/exclusive-claims.ts: the
 // address of a reset under way), with the same fall-back.
 //
@@ -88,22 +90,22 @@ export default fp<RateLimitOptions & { config: Config }>(
         maxRetriesPerRequest: 1,
         enableOfflineQueue: true,
       });
-      // While Redis is down every reconnect attempt errors; say so now and then, not each time.
+      // Each outage is said when it begins and when it ends, however soon
+      // after the last; while it lasts every reconnect attempt errors, said
+      // again at most every 30 s.
       let lastWarned = 0;
-      let failed = false;
-      const warn = (error: Error) => {
-        failed = true;
-        if (Date.now() - lastWarned < 30_000) return;
-        lastWarned = Date.now();
-        app.log.warn({ err: error }, 'rate-limit store (Redis) unavailable: counting in this process meanwhile');
-      };
-      redis.on('error', warn);
-      // The outage's end, said once: an operator watching the log otherwise saw it begin and never end.
-      redis.on('ready', () => {
-        if (!failed) return;
-        failed = false;
-        app.log.info('rate-limit store (Redis) answers again: counting there');
+      const availability = new RedisAvailability({
+        unavailable(error, outageBegins) {
+          if (!outageBegins && Date.now() - lastWarned < 30_000) return;
+          lastWarned = Date.now();
+          app.log.warn({ err: error }, 'rate-limit store (Redis) unavailable: counting in this process meanwhile');
+        },
+        answersAgain() {
+          app.log.info('rate-limit store (Redis) answers again: counting there');
+        },
       });
+      redis.on('error', (error: Error) => availability.onFailure(error));
+      redis.on('ready', () => availability.onReady());
       // A Redis that never answers must not hold up closing either.
       app.addHook('onClose', async () => {
         const quit = redis.quit().catch(() => {});
@@ -118,7 +120,7 @@ export default fp<RateLimitOptions & { config: Config }>(
         nameSpace: redisNamespace,
         deadlineMs: config.REDIS_COMMAND_TIMEOUT_MS,
         localForMs: REDIS_RETRY_AFTER_MS,
-        state: { localUntil: 0, onFailure: warn },
+        state: availability,
       };
       newStore = () => redisRateStore(fallback);
       claims = redisClaims({ ...fallback, ttlMs: CLAIM_TTL_MS });
