@@ -495,8 +495,10 @@ describe('never lost, never twice', () => {
     const sink = await startSlowSmtpSink();
     sink.delayMs = 30_000; // longer than the send timeout
     const shutdownTimeoutMs = 2_000;
-    const app = await smtpApp(sink, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) });
+    // Due before the app starts, so its first claim (the newest due rows beside the oldest) takes them:
+    // inserted after, they waited behind a first batch of other files' rows hanging at the same sink.
     const ids = await insertFeedback(2);
+    const app = await smtpApp(sink, { SHUTDOWN_TIMEOUT_MS: String(shutdownTimeoutMs) });
     app.feedbackOutbox.wake();
     await waitFor(async () => (await sql`select count(*)::int as n from public.feedback_outbox where feedback_id = any(${ids}::uuid[]) and claim_token is not null`)[0].n === 2);
     await new Promise((resolve) => setTimeout(resolve, 200)); // the sends reach the sink
