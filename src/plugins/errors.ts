@@ -120,7 +120,7 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
   // A 503 is a part that is down or busy for a while (RFC 9110 15.6.4): clients and proxies that
-  // retry wait this long rather than at once, which a database coming back up does not need.
+  // retry wait this long, rather than meet a database or auth server coming back up with a burst.
   if (statusCode === 503) reply.header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S);
   // The envelope is written as it is, never through the route's response schema for that
   // status: /api/admin/health declares its own 503 (the health report), and the auth guard's
