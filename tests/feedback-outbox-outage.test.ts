@@ -108,25 +108,38 @@ async function allMarked(ids: string[], timeoutMs: number) {
   );
 }
 
+/**
+ * Starts `worker`, takes the database down for `downMs` once ten sends were
+ * accepted, and waits until every row of `ids` is marked sent. Without the
+ * retries, the rows sent during the outage stay unmarked until their lease
+ * runs out, then are claimed and sent again: so the wait covers a lease.
+ */
+async function sendThroughOutage(
+  worker: ReturnType<typeof createWorker>,
+  stand: { events: Event[]; accepted: unknown[] },
+  ids: string[],
+  { downMs, leaseMs }: { downMs: number; leaseMs: number },
+) {
+  try {
+    worker.start();
+    await waitFor(() => stand.accepted.length >= 10, 10_000, 'the first sends accepted');
+    await takeDatabaseDown(stand.events);
+    await new Promise((resolve) => setTimeout(resolve, downMs));
+    await bringDatabaseUp(stand.events);
+    await allMarked(ids, leaseMs + 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  } finally {
+    await worker.stop(5_000);
+  }
+}
+
 describe('a database outage while a batch is sending', () => {
   it('marks that fail are tried again and written when the database answers; no send starts meanwhile; every row is sent once', async () => {
     const LEASE_MS = 6_000;
     const { events, accepted, transport, log } = outageStand(100); // 40 rows, 5 at a time: about 0.8 s
     const worker = createWorker(app.db.sql, config, transport, log, { leaseMs: LEASE_MS });
     const ids = await insertFeedback(40);
-    try {
-      worker.start();
-      await waitFor(() => accepted.length >= 10, 10_000, 'the first sends accepted');
-      await takeDatabaseDown(events);
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      await bringDatabaseUp(events);
-      // Without the retries, the rows sent during the outage stay unmarked until their lease runs
-      // out, then are claimed and sent again: so the wait covers a lease.
-      await allMarked(ids, LEASE_MS + 10_000);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    } finally {
-      await worker.stop(5_000);
-    }
+    await sendThroughOutage(worker, { events, accepted }, ids, { downMs: 1_500, leaseMs: LEASE_MS });
 
     const down = events.findIndex((event) => event.kind === 'down');
     const up = events.findIndex((event) => event.kind === 'up');
@@ -158,17 +171,7 @@ describe('a database outage while a batch is sending', () => {
     const { events, accepted, transport, log } = outageStand(100);
     const worker = createWorker(app.db.sql, config, transport, log, { leaseMs: LEASE_MS });
     const ids = await insertFeedback(40);
-    try {
-      worker.start();
-      await waitFor(() => accepted.length >= 10, 10_000, 'the first sends accepted');
-      await takeDatabaseDown(events);
-      await new Promise((resolve) => setTimeout(resolve, LEASE_MS + 1_000));
-      await bringDatabaseUp(events);
-      await allMarked(ids, LEASE_MS + 10_000);
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    } finally {
-      await worker.stop(5_000);
-    }
+    await sendThroughOutage(worker, { events, accepted }, ids, { downMs: LEASE_MS + 1_000, leaseMs: LEASE_MS });
 
     const failed = events.findIndex(isMarkFailure);
     const up = events.findIndex((event) => event.kind === 'up');
