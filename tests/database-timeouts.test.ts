@@ -155,6 +155,7 @@ describe('database timeouts under a held lock', () => {
       // The database probe's own deadline is 2 s; the backlog's count waited for a connection as long as the lock lasted.
       expect(elapsed).toBeLessThan(4_000);
       expect([health.statusCode, health.json().data]).toMatchObject([503, { status: 'error', database: { status: 'down' }, email: { status: 'unknown', pendingOutbox: null } }]);
+      expect(health.headers['retry-after']).toBe('5');
     });
   });
 });

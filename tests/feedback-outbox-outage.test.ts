@@ -204,15 +204,15 @@ describe('a database outage while a batch is sending', () => {
       await waitFor(() => first.events.some(isMarkFailure), 5_000, 'a failed mark');
       stopAt = performance.now();
       await worker.stop(STOP_WAIT_MS);
-      expect(performance.now() - stopAt).toBeLessThan(STOP_WAIT_MS + 200);
+      expect(performance.now() - stopAt).toBeLessThan(STOP_WAIT_MS + 1_000);
       // The worker is quiet once its wait (and one retry's pause) is over, long before its lease ends.
-      await new Promise((resolve) => setTimeout(resolve, STOP_WAIT_MS + 2_000));
+      await new Promise((resolve) => setTimeout(resolve, STOP_WAIT_MS + 3_000));
     } finally {
       await worker.stop(0);
     }
     const after = first.events.filter((event) => (event.at ?? 0) > stopAt);
     expect(after.filter((event) => event.kind === 'send'), 'sends started after the stop').toEqual([]);
-    expect(after.filter((event) => (event.at ?? 0) > stopAt + STOP_WAIT_MS + 1_300), 'the worker still at work after its stop').toEqual([]);
+    expect(after.filter((event) => (event.at ?? 0) > stopAt + STOP_WAIT_MS + 1_800), 'the worker still at work after its stop').toEqual([]);
     expect(after.some((event) => event.kind === 'log' && event.msg.startsWith('feedback notification sent but not marked; sent again')), 'marks given up').toBe(true);
 
     await bringDatabaseUp(first.events);

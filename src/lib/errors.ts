@@ -33,6 +33,8 @@ export const UNSUPPORTED_CONTENT_TYPE = 'Unsupported content type; send JSON wit
 /** SPEC 7: any unexpected failure. */
 export const internalError = () => new AppError(500, 'Internal server error');
 export const serviceUnavailable = (message = 'Service temporarily unavailable') => new AppError(503, message);
+/** Seconds a 503 asks its client to wait before trying again (RFC 9110 Retry-After). */
+export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
 
 /**
  * 503 for a request that arrives while the server closes: expected at every
@@ -77,7 +79,6 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case '40001': // serialization_failure
     case 'ACQUIRE_TIMEOUT': // no pooled connection in time (plugins/db.ts)
     case '53300': // too_many_connections: the server's, a database's or a role's connection slots are all taken
-    case '53400': // configuration_limit_exceeded
       return serviceUnavailable('Database busy; try again shortly');
     case '57P01': // admin_shutdown: the connection was terminated
     case '57P02':

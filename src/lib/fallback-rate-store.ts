@@ -40,19 +40,19 @@ const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as new (co
 
 // Adds this request and the hits Redis missed, raises the count to what this
 // instance counted in its window (an empty, restarted Redis), and gives a key
-// that Redis did not have the rest of that window.
+// that Redis did not have the rest of that window. The key's expiry is read
+// before and set after (not SET's KEEPTTL, which Redis 5 refuses after the
+// INCRBY has counted, so every try would count again).
 const CARRY_SCRIPT = `
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then ttl = tonumber(ARGV[3]) end
 local current = redis.call('INCRBY', KEYS[1], ARGV[1])
 local floor = tonumber(ARGV[2])
 if current < floor then
-  redis.call('SET', KEYS[1], floor, 'KEEPTTL')
+  redis.call('SET', KEYS[1], floor)
   current = floor
 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl < 0 then
-  ttl = tonumber(ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ttl)
-end
+redis.call('PEXPIRE', KEYS[1], ttl)
 return {current, ttl}`;
 
 export interface FallbackOptions {

@@ -4,7 +4,15 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onReq
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { AppError, type FieldErrors, fromPostgresError, RateLimitError, ShuttingDownError, UNSUPPORTED_CONTENT_TYPE } from '../lib/errors.ts';
+import {
+  AppError,
+  type FieldErrors,
+  fromPostgresError,
+  RateLimitError,
+  SERVICE_UNAVAILABLE_RETRY_AFTER_S,
+  ShuttingDownError,
+  UNSUPPORTED_CONTENT_TYPE,
+} from '../lib/errors.ts';
 import { redactUrl } from '../lib/redact.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
@@ -106,9 +114,6 @@ const whoAskedWhat = (request: FastifyRequest) => ({ ip: request.ip, url: redact
 function logRefusal(request: FastifyRequest, statusCode: number, error: string, more?: Record<string, unknown>) {
   request.log.warn({ ...whereAnswered(request, statusCode), error, ...more, persist: false }, 'request refused');
 }
-
-/** Seconds a 503 asks its client to wait before trying again. */
-export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
 
 export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   const { statusCode, message, details } = describe(error);

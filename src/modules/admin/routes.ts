@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
+import { SERVICE_UNAVAILABLE_RETRY_AFTER_S } from '../../lib/errors.ts';
 import { createHealthService } from './health.ts';
 import { HealthFailureSchema, HealthResponseSchema, MetricsResponseSchema } from './schemas.ts';
 import { noStore } from '../../plugins/security.ts';
@@ -21,7 +22,10 @@ const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = 
       const report = await health.checkHealth();
       if (report.status === 'ok') return { success: true as const, data: report };
       request.log.error({ database: report.database, auth: report.auth }, 'admin health: a dependency is down');
-      return reply.status(503).send({ success: false as const, error: 'Service unavailable', statusCode: 503 as const, data: report });
+      return reply
+        .status(503)
+        .header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S)
+        .send({ success: false as const, error: 'Service unavailable', statusCode: 503 as const, data: report });
     },
   );
 

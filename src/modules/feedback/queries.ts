@@ -247,7 +247,8 @@ export async function feedbackExportChunk(
     params.push(chunk.after.createdAt, chunk.after.id);
     position = ` and ${AFTER_POSITION[chunk.order]}($${params.length - 1}::text::timestamptz, $${params.length}::uuid)`;
   }
-  params.push(chunk.limit, chunk.maxTextBytes);
+  // At least one row a chunk, whatever the bound: an empty chunk reads as the end.
+  params.push(chunk.limit, Math.max(1, chunk.maxTextBytes));
   const order = BY_CREATION[chunk.order];
   const rows = await fixedStatement<Array<ExportRow & { found: number }>>(
     tx,
