@@ -656,6 +656,7 @@ describe('health with the database unreachable', () => {
         const response = await app.inject({ method: 'GET', url: '/health' });
         expect(response.statusCode).toBe(503);
         expect(response.json()).toMatchObject({ success: false, status: 'error', statusCode: 503 });
+        expect(response.headers['retry-after']).toBe('5');
       }
       const errors = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'health check: database unreachable');
       expect(errors.map((entry) => entry.level)).toEqual([50]);

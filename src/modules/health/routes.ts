@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { SERVICE_UNAVAILABLE_RETRY_AFTER_S } from '../../lib/errors.ts';
 
 const HealthSchema = z.object({
   success: z.boolean(),
@@ -43,6 +44,7 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
         }
         return reply
           .status(503)
+          .header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S)
           .send({ success: false, status: 'error' as const, timestamp, error: 'Database unavailable', statusCode: 503 });
       }
     },
