@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { MailTransport } from '../src/modules/feedback/outbox/mail-transport.ts';
 import { createWorker } from '../src/modules/feedback/outbox/worker.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
-import { waitFor } from './support/feedback-fixtures.ts';
+import { insertFeedbackRows, waitFor } from './support/feedback-fixtures.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // A database outage while a batch is sending (docs/feedback.md, the outbox).
@@ -73,15 +73,7 @@ function outageStand(sendMs: number) {
   return { events, accepted, transport, log: log as unknown as FastifyBaseLogger };
 }
 
-/** `count` notifications, due at once. */
-async function insertFeedback(count: number): Promise<string[]> {
-  const ids = Array.from({ length: count }, () => crypto.randomUUID());
-  await sql`
-    insert into public.feedback (id, name, email, comment, rating)
-    select id, 'Outage Person', 'outage@example.test', 'Feedback sent while the database goes away', 4
-      from unnest(${ids}::uuid[]) as id`;
-  return ids;
-}
+const insertFeedback = (count: number) => insertFeedbackRows(sql, count);
 
 /** The app's connections refused and ended; this file's superuser connection is not subject to the limit. */
 async function takeDatabaseDown(events: Event[]) {

@@ -10,7 +10,7 @@ import { createMailTransport } from '../src/modules/feedback/outbox/mail-transpo
 import { CLAIM_BATCH, createWorker } from '../src/modules/feedback/outbox/worker.ts';
 import { buildTestApp, testConfig } from './support/app.ts';
 import { createAuthUser, grantRole, testSql, uniqueEmail } from './support/db.ts';
-import { feedbackBody, waitFor } from './support/feedback-fixtures.ts';
+import { feedbackBody, insertFeedbackRows, waitFor } from './support/feedback-fixtures.ts';
 import { realAuth } from './support/real-auth.ts';
 import { type ResendStandIn, startResendStandIn } from './support/resend-stand-in.ts';
 
@@ -146,15 +146,7 @@ async function startSlowSmtpSink(): Promise<SlowSmtpSink> {
 
 const smtpApp = (sink: SlowSmtpSink, overrides: Record<string, string> = {}) => notifyingApp({ SMTP_URL: `smtp://127.0.0.1:${sink.port}` }, overrides);
 
-/** `count` feedback rows (and so `count` notifications, due at once), inserted in one statement. */
-async function insertFeedback(count: number): Promise<string[]> {
-  const ids = Array.from({ length: count }, () => crypto.randomUUID());
-  await sql`
-    insert into public.feedback (id, name, email, comment, rating)
-    select id, 'Outbox Person', 'outbox@example.test', 'Feedback for the outbox worker tests', 4
-      from unnest(${ids}::uuid[]) as id`;
-  return ids;
-}
+const insertFeedback = (count: number) => insertFeedbackRows(sql, count);
 
 async function closeApp(app: FastifyInstance): Promise<number> {
   const started = performance.now();

@@ -25,6 +25,16 @@ export async function createWebsite(sql: postgres.Sql, name = 'Test site'): Prom
 }
 
 /** A base64 PNG data URL of `bytes` bytes (at least 8): a PNG file's signature, then filler. */
+/** `count` feedback rows (and so `count` notifications, due at once), inserted in one statement; their ids. */
+export async function insertFeedbackRows(sql: postgres.Sql, count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, () => randomUUID());
+  await sql`
+    insert into public.feedback (id, name, email, comment, rating)
+    select id, 'Outbox Person', 'outbox@example.test', 'Feedback for the outbox worker tests', 4
+      from unnest(${ids}::uuid[]) as id`;
+  return ids;
+}
+
 export function pngDataUrl(bytes: number): string {
   const signature = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
   return `data:image/png;base64,${Buffer.concat([signature, Buffer.alloc(Math.max(0, bytes - signature.length), 7)]).toString('base64')}`;
