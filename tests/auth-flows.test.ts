@@ -427,6 +427,19 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/update-password', { token, newPassword: 'after-double-click' })).status).toBe(200);
   });
 
+  it("a second reset within the auth server's minute is 429 with the seconds it says are left, in the body and the header", { timeout: 30_000 }, async () => {
+    const account = await signUp(base, 'reset-again');
+    expect((await call(base, 'POST', '/api/auth/reset-password', { body: { email: account.email } })).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const again = await call(base, 'POST', '/api/auth/reset-password', { body: { email: account.email } });
+    expect(again.status).toBe(429);
+    // 60 s a minute, 2.5 s of it gone: the auth server says 57 (rounded down), the client waits 58.
+    expect(again.body).toMatchObject({ success: false, error: 'Too many requests. Please try again later.', statusCode: 429 });
+    expect(again.body.retryAfter).toBeGreaterThanOrEqual(50);
+    expect(again.body.retryAfter).toBeLessThanOrEqual(58);
+    expect(again.headers.get('retry-after')).toBe(String(again.body.retryAfter));
+  });
+
   it("the dashboard's sign-out when the auth server does not end the session: ended in the database; when the database cannot either, 503 and the cookie kept; a sign-in that fails after the auth server opened its session ends it", { timeout: 30_000 }, async () => {
     // A gateway that answers the auth server's /logout with a 502 while asked to.
     let refuseLogout = true;

@@ -61,12 +61,19 @@ export function authServerFailure(error: unknown): AppError | undefined {
 
 /**
  * The auth server's own per-address limit (a 429, or an `over_…` code such as
- * `over_request_rate_limit`): our 429, with a minute to wait, so a client is
- * not told its password is wrong and does not try again at once.
+ * `over_request_rate_limit`): our 429, so a client is not told its password
+ * is wrong and does not try again at once. It waits a minute unless the auth
+ * server said how long.
  */
 export function authRateLimit(error: unknown): RateLimitError | undefined {
-  const { code, status } = (error ?? {}) as { code?: string; status?: number };
-  return status === 429 || code?.startsWith('over_') ? new RateLimitError(60) : undefined;
+  const { code, status, message } = (error ?? {}) as { code?: string; status?: number; message?: string };
+  if (status !== 429 && !code?.startsWith('over_')) return undefined;
+  // A second e-mail to one address within its minute is refused with the
+  // seconds left, rounded down ('…you can only request this after 41
+  // seconds.'): the client waits that long and one second more. The other
+  // budgets (hourly e-mails, requests per address) say no time.
+  const secondsLeft = /after (\d+) seconds?/.exec(message ?? '')?.[1];
+  return new RateLimitError(secondsLeft === undefined ? 60 : Math.min(Number(secondsLeft), 3599) + 1);
 }
 
 /**

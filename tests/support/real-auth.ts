@@ -102,6 +102,7 @@ export interface HttpAnswer {
   status: number;
   /** Whatever JSON the route answered; each test asserts its shape. */
   body: any;
+  headers: Headers;
 }
 
 /** A JSON request against a running server, optionally with a bearer token. */
@@ -114,7 +115,7 @@ export async function call(baseUrl: string, method: string, path: string, option
     headers,
     body: options.body === undefined ? undefined : JSON.stringify(options.body),
   });
-  return { status: response.status, body: await response.json() };
+  return { status: response.status, body: await response.json(), headers: response.headers };
 }
 
 export interface SignedUp {
