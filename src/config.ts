@@ -148,6 +148,12 @@ export const SettingsSchema = z.object({
   // (plugins/graceful.ts).
   REQUEST_TIMEOUT_MS: milliseconds(120_000),
   SHUTDOWN_TIMEOUT_MS: milliseconds(10_000),
+  // Between the signal and the close, /health answers 503 while every other
+  // route is still served, so a load balancer or an orchestrator that polls
+  // it stops sending requests before the listener goes away (a platform that
+  // removes the instance from rotation at its own pace sent requests to a
+  // closed port). Not part of SHUTDOWN_TIMEOUT_MS.
+  SHUTDOWN_DELAY_MS: intBetween(0, 300_000, 0),
 });
 
 export type Settings = z.output<typeof SettingsSchema>;

@@ -73,9 +73,25 @@ async function main() {
   const app = await buildApp({ config, onFatal: exitOnConfigError }).catch(exitOnConfigError);
 
   let closing = false;
+  let endReadinessWait: (() => void) | undefined;
   const close = async (signal: string) => {
-    if (closing) return;
+    if (closing) return endReadinessWait?.();
     closing = true;
+    if (config.SHUTDOWN_DELAY_MS > 0) {
+      // /health answers 503 from now on; everything else is served as before
+      // until the wait ends, or a second signal ends it (Ctrl-C twice).
+      app.readiness.withdrawn = true;
+      app.log.info({ signal, delayMs: config.SHUTDOWN_DELAY_MS }, 'readiness withdrawn: /health answers 503 until the shutdown begins');
+      await new Promise<void>((resolve) => {
+        const wait = setTimeout(resolve, config.SHUTDOWN_DELAY_MS);
+        endReadinessWait = () => {
+          clearTimeout(wait);
+          resolve();
+        };
+      });
+    }
+    // From here a further signal ends the process as Node does by default.
+    process.removeListener('SIGINT', onSignal).removeListener('SIGTERM', onSignal);
     app.log.info({ signal }, 'shutting down');
     const { responsesMs, connectionsMs } = shutdownBudget(config.SHUTDOWN_TIMEOUT_MS);
     // Downloads and event streams still running are cut; then every connection
@@ -105,8 +121,8 @@ async function main() {
       process.exit(1);
     }
   };
-  process.once('SIGINT', () => void close('SIGINT'));
-  process.once('SIGTERM', () => void close('SIGTERM'));
+  const onSignal = (signal: NodeJS.Signals) => void close(signal);
+  process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
 
   try {
     await app.listen({ port: config.PORT, host: config.HOST });

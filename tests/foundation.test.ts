@@ -1,5 +1,5 @@
 import { type AddressInfo, connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import Fastify, { type FastifyInstance } from 'fastify';
 import errorsPlugin, { PATH_MATCHING } from '../src/plugins/errors.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
@@ -644,6 +644,24 @@ describe('a request arriving on an open connection while the server closes', () 
     expect(entries.map(({ level, msg, statusCode, error }) => ({ level, msg, statusCode, error }))).toEqual([
       { level: 40, msg: 'request refused', statusCode: 503, error: 'Server is shutting down' },
     ]);
+  });
+});
+
+describe('health polled by many at once', () => {
+  it('polls that arrive while a ping is under way, or within a second of its answer, share it: a flood costs one query', async () => {
+    const app = await buildTestApp();
+    try {
+      const ping = vi.spyOn(app.db, 'ping');
+      const flood = await Promise.all(Array.from({ length: 200 }, () => app.inject({ method: 'GET', url: '/health' })));
+      expect(flood.map((response) => response.statusCode)).toEqual(Array(200).fill(200));
+      expect((await app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+      expect(ping).toHaveBeenCalledTimes(1);
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      expect((await app.inject({ method: 'GET', url: '/health' })).statusCode).toBe(200);
+      expect(ping).toHaveBeenCalledTimes(2);
+    } finally {
+      await app.close();
+    }
   });
 });
 

@@ -111,6 +111,52 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('readiness withdrawn before the shutdown (SHUTDOWN_DELAY_MS)', () => {
+  const start = async (delayMs: number) => {
+    const port = await freePort();
+    const server = startServer({
+      NODE_ENV: 'development',
+      DATABASE_URL: inject('stack').databaseUrl,
+      PORT: String(port),
+      LOG_LEVEL: 'info',
+      SHUTDOWN_DELAY_MS: String(delayMs),
+    });
+    const base = `http://127.0.0.1:${port}`;
+    await untilHealthy(server, base);
+    return { server, base };
+  };
+
+  it('after SIGTERM, /health answers 503 while other requests are still served; then the shutdown runs and exits 0', async () => {
+    const { server, base } = await start(2_000);
+    const signalled = performance.now();
+    server.child.kill('SIGTERM');
+    await sleep(300);
+    const health = await fetch(`${base}/health`);
+    expect(health.status).toBe(503);
+    expect(health.headers.get('retry-after')).toBe('5');
+    expect(await health.json()).toMatchObject({ success: false, status: 'error', error: 'Server is shutting down', statusCode: 503 });
+    // Served as before, on a new connection and without Connection: close.
+    const served = await fetch(`${base}/api/auth/signin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect([served.status, ((await served.json()) as { error: string }).error, served.headers.get('connection')]).toEqual([400, 'Email and password are required', 'keep-alive']);
+    expect(await server.exited).toBe(0);
+    expect(performance.now() - signalled).toBeGreaterThanOrEqual(2_000);
+    const messages = server.output().trim().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line).msg);
+    expect(messages.indexOf('readiness withdrawn: /health answers 503 until the shutdown begins')).toBeGreaterThan(-1);
+    expect(messages.indexOf('shutting down')).toBeGreaterThan(messages.indexOf('readiness withdrawn: /health answers 503 until the shutdown begins'));
+    expect(messages.at(-1)).toBe('shut down');
+  });
+
+  it('a second signal ends the wait: the shutdown begins at once', async () => {
+    const { server, base } = await start(60_000);
+    server.child.kill('SIGTERM');
+    await sleep(300);
+    expect((await fetch(`${base}/health`)).status).toBe(503);
+    server.child.kill('SIGINT');
+    expect(await exitWithin(server, 10_000)).toBe(0);
+    expect(server.output()).toContain('"msg":"shut down"');
+  });
+});
+
 /**
  * A TCP proxy in front of this run's PostgreSQL, as the auditor's: `down` cuts
  * every connection at once (a database that is down); otherwise each

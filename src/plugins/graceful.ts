@@ -30,6 +30,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Destroys every streamed reply still being sent: its client sees a cut download, never a complete one. Returns how many. */
     cutStreamedReplies(reason: string): number;
+    /** Withdrawn when a shutdown begins (server.ts): /health answers 503 from then on, while other requests are still served until the close. */
+    readonly readiness: { withdrawn: boolean };
   }
 }
 
@@ -58,8 +60,11 @@ export default fp(
   async function gracefulPlugin(app: FastifyInstance, { answerTimeoutMs }: { answerTimeoutMs: number }) {
     let closing = false;
     const streamed = new Set<FastifyReply>();
+    const readiness = { withdrawn: false };
+    app.decorate('readiness', readiness);
     app.addHook('preClose', async () => {
       closing = true;
+      readiness.withdrawn = true;
     });
     // A callback hook, as every hook that runs on each request. app.ts registers
     // this plugin after the security plugin, so the answer has the request's id

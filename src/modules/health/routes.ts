@@ -20,9 +20,31 @@ const HealthSchema = z.object({
  */
 const STORED_FAILURE_INTERVAL_MS = 60_000;
 
-// Public liveness and readiness: answers 503 when Postgres does not.
+/**
+ * Polls that arrive while a ping is under way, or within this long of its
+ * answer, are answered with that ping's outcome. /health is public and not
+ * rate limited (a load balancer polls it from few addresses), and each ping
+ * took a connection of the pool every request shares: a flood of polls from
+ * one address held the admin list at 0.8–1 s where a flood of any limited
+ * route held it at 70 ms. Now a flood costs one query a second.
+ */
+const PING_REUSE_MS = 1_000;
+
+// Public liveness and readiness: answers 503 when Postgres does not, and once
+// a shutdown has begun (its readiness is withdrawn: plugins/graceful.ts).
 const healthRoutes: FastifyPluginAsyncZod = async (app) => {
   let lastStoredFailure = -Infinity;
+  let lastPing: Promise<unknown> | undefined;
+  let lastPingSettled = Infinity;
+  const sharedPing = () => {
+    if (lastPing && performance.now() - lastPingSettled < PING_REUSE_MS) return lastPing;
+    lastPingSettled = Infinity;
+    const ping = app.db.ping().finally(() => {
+      if (lastPing === ping) lastPingSettled = performance.now();
+    });
+    lastPing = ping;
+    return ping;
+  };
   app.get(
     '/health',
     {
@@ -31,8 +53,11 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async function reportLiveness(request, reply) {
       const timestamp = new Date().toISOString();
+      const unavailable = (error: string) =>
+        reply.status(503).header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S).send({ success: false, status: 'error' as const, timestamp, error, statusCode: 503 });
+      if (app.readiness.withdrawn) return unavailable('Server is shutting down');
       try {
-        await app.db.ping();
+        await sharedPing();
         return { success: true, status: 'ok' as const, timestamp };
       } catch (error) {
         // Once a minute the error in full, stored too; between, each poll's own `http` line shows its 503.
@@ -42,10 +67,7 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
         } else {
           request.log.debug({ err: error, persist: false }, 'health check: database unreachable');
         }
-        return reply
-          .status(503)
-          .header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S)
-          .send({ success: false, status: 'error' as const, timestamp, error: 'Database unavailable', statusCode: 503 });
+        return unavailable('Database unavailable');
       }
     },
   );
