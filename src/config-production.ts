@@ -10,10 +10,11 @@ const MIN_SECRET_BYTES = 32;
 const weak = (secret: string) => Buffer.byteLength(secret, 'utf8') < MIN_SECRET_BYTES;
 
 const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+const isLoopback = (hostname: string) => LOOPBACK_HOSTS.has(hostname) || hostname.endsWith('.localhost') || /^127\./.test(hostname);
 // Also run on a setting as written when another is bad (config.ts): a URL that does not parse is named there.
 const sendsToRemoteSmtp = (smtpUrl: string | undefined) => {
   const hostname = smtpUrl === undefined ? undefined : URL.parse(smtpUrl)?.hostname;
-  return hostname !== undefined && !LOOPBACK_HOSTS.has(hostname);
+  return hostname !== undefined && !isLoopback(hostname);
 };
 
 export interface ProductionProblem {
@@ -59,4 +60,30 @@ export function productionProblems(config: Settings): ProductionProblem[] {
     });
   }
   return problems;
+}
+
+/**
+ * What production starts with but warns of (server.ts logs each line): values
+ * that are right on a developer's machine and quietly wrong on a server, yet
+ * not refused, since a production build tried on one machine has them too.
+ */
+export function productionWarnings(config: Settings): string[] {
+  if (config.NODE_ENV !== 'production') return [];
+  const warnings: string[] = [];
+  // The development default: browsers elsewhere are refused, and e-mails' links lead to localhost.
+  for (const name of ['CORS_ORIGIN', 'FRONTEND_URL', 'ADMIN_URL'] as const) {
+    const value = config[name];
+    if (value !== undefined && isLoopback(new URL(value).hostname)) {
+      warnings.push(`${name} is ${value}, on this machine: set it to the front end's public address (browsers elsewhere are refused, and e-mail links lead to localhost)`);
+    }
+  }
+  // postgres.js connects in plain text unless the URL asks for TLS (libpq would try TLS first):
+  // a hosted database's connection string, as copied, sent the password and every row unencrypted
+  // wherever its server does not insist on TLS.
+  const database = URL.parse(config.DATABASE_URL);
+  const asksForTls = ['ssl', 'sslmode', 'sslrootcert'].some((parameter) => database?.searchParams.has(parameter));
+  if (database?.hostname && !isLoopback(database.hostname) && !asksForTls) {
+    warnings.push(`DATABASE_URL connects to ${database.hostname} without asking for TLS: add ?sslmode=require (or verify-full with the server's CA) to the URL`);
+  }
+  return warnings;
 }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { choice, emailList, intBetween, MAX_TIMER_MS, milliseconds, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalString, optionalUrl, port, positiveInt, postgresUrl, trustProxySetting, url } from './config-fields.ts';
+import { choice, emailList, intBetween, MAX_TIMER_MS, milliseconds, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalString, optionalUrl, origin, port, positiveInt, postgresUrl, trustProxySetting, url } from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Only server.ts
@@ -25,7 +25,7 @@ export const SettingsSchema = z.object({
   // a hop count, or the proxies' addresses / CIDR ranges. `true` would
   // believe every entry, so a client could pick its own IP; it is refused.
   TRUST_PROXY: trustProxySetting,
-  CORS_ORIGIN: url(DEFAULT_CORS_ORIGIN).default(DEFAULT_CORS_ORIGIN),
+  CORS_ORIGIN: origin(DEFAULT_CORS_ORIGIN).default(DEFAULT_CORS_ORIGIN),
   FRONTEND_URL: optionalUrl('https://example.com'),
 
   // A login role that can only switch to anon, authenticated and service_role

@@ -1,5 +1,6 @@
 import { buildApp, VERSION } from './app.ts';
 import { type Config, ConfigError, parseConfig } from './config.ts';
+import { productionWarnings } from './config-production.ts';
 import { nodeVersionWarning } from './lib/node-version.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
 import { createCountryLookup } from './modules/analytics/geo.ts';
@@ -130,6 +131,7 @@ async function main() {
     app.log.info({ version: VERSION, nodeEnv: config.NODE_ENV, node: process.version }, 'portfolio-backend started');
     const nodeWarning = nodeVersionWarning(process.version);
     if (nodeWarning) app.log.warn(nodeWarning);
+    for (const warning of productionWarnings(config)) app.log.warn(warning);
   } catch (error) {
     const line = listenFailure(error, config.PORT, config.HOST);
     if (!line) throw error;

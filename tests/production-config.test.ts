@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { describe, expect, inject, it } from 'vitest';
 import { freePort } from '../scripts/stack/free-port.ts';
 import { ConfigError, parseConfig } from '../src/config.ts';
+import { productionWarnings } from '../src/config-production.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
@@ -90,6 +91,22 @@ describe('production configuration', () => {
     }
   });
 
+  it("warns of what is right on a developer's machine and wrong on a server: a front end on localhost, a remote database without TLS", () => {
+    const production = (env: Record<string, string>) => productionWarnings(parseConfig({ NODE_ENV: 'production', ...SECRETS, ...env }));
+    const remote = { CORS_ORIGIN: 'https://portfolio.example.org' };
+    expect(production({ ...remote, DATABASE_URL: 'postgres://api@db.example.supabase.co:5432/postgres' })).toEqual([
+      'DATABASE_URL connects to db.example.supabase.co without asking for TLS: add ?sslmode=require (or verify-full with the server\'s CA) to the URL',
+    ]);
+    for (const url of ['postgres://api@db.example.supabase.co/postgres?sslmode=require', 'postgres://api@db.example.supabase.co/postgres?sslmode=disable', 'postgres://api@127.0.0.1:5432/x', 'postgres://api@localhost/x']) {
+      expect(production({ ...remote, DATABASE_URL: url })).toEqual([]);
+    }
+    expect(production({ DATABASE_URL: 'postgres://api@127.0.0.1/x', FRONTEND_URL: 'http://127.0.0.1:8080/site', ADMIN_URL: 'https://admin.example.org' })).toEqual([
+      "CORS_ORIGIN is http://localhost:5173, on this machine: set it to the front end's public address (browsers elsewhere are refused, and e-mail links lead to localhost)",
+      "FRONTEND_URL is http://127.0.0.1:8080/site, on this machine: set it to the front end's public address (browsers elsewhere are refused, and e-mail links lead to localhost)",
+    ]);
+    expect(productionWarnings(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://api@db.example.supabase.co/postgres' }))).toEqual([]);
+  });
+
   it('npm start without NODE_ENV and without secrets stops with one config line, exit code 1', async () => {
     const server = startServer({ DATABASE_URL: inject('stack').databaseUrl, PORT: '0' });
     expect(await exitWithin(server, 8_000)).toBe(1);
@@ -123,6 +140,8 @@ describe('production configuration', () => {
       }
       expect(response?.status, server.output()).toBe(503);
       expect(server.output()).toContain('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY)');
+      // The development front end, kept from .env.example: said at the start.
+      await expect.poll(() => server.output()).toContain("CORS_ORIGIN is http://localhost:5173, on this machine: set it to the front end's public address");
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;
