@@ -19,6 +19,8 @@ describe('the local stack on a PostgreSQL login that is no superuser', () => {
       await expect(started).rejects.toThrowError(
         new RegExp(`^PostgreSQL at ${url.host} refused the platform bootstrap of ${databaseName}: permission denied .* \\(LOCAL_POSTGRES_URL must name a superuser\\)$`),
       );
+      // The database it made for itself is gone with it.
+      expect(await server`select datname from pg_database where datname = ${databaseName}`).toEqual([]);
     } finally {
       await server.unsafe(`drop database if exists ${databaseName} with (force)`);
       await server.unsafe(`drop role ${role}`);

@@ -65,6 +65,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const databaseName = options.databaseName ?? uniqueDatabaseName();
   const keepDatabase = options.keepDatabase ?? options.databaseName !== undefined;
   const url = databaseUrl(postgresUrl, databaseName);
+  // A stack that does not start leaves no database of its own behind (each
+  // test run's is new, and a run that failed left one per try).
+  const dropOwnDatabase = async () => {
+    if (!keepDatabase) await dropDatabase(postgresUrl, databaseName).catch(() => {});
+  };
 
   try {
     await createDatabase(postgresUrl, databaseName, { recreate: !keepDatabase });
@@ -76,6 +81,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     await applyPlatform(url);
   } catch (error) {
+    await dropOwnDatabase();
     // The bootstrap makes the platform's roles and schemas: only a superuser may.
     throw new DatabaseServerError(
       `PostgreSQL at ${new URL(postgresUrl).host} refused the platform bootstrap of ${databaseName}: ${(error as Error).message} (${LOCAL_POSTGRES_VARIABLE} must name a superuser)`,
@@ -102,6 +108,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   } catch (error) {
     await auth?.stop();
     await mail.stop();
+    await dropOwnDatabase();
     throw error;
   }
 

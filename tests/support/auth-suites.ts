@@ -12,4 +12,5 @@ export const AUTH_SUITES = [
   'the real sessions of tests/feedback-item.test.ts',
   'the banned admin of tests/feedback-outbox.test.ts',
   'the real sessions of tests/users.test.ts',
+  'the session functions of tests/migrations-hosted-roles.test.ts',
 ];
