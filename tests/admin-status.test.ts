@@ -42,6 +42,26 @@ describe('/admin/status over HTTP', () => {
     expect((await app.inject({ method: 'GET', url: '/admin/status/', headers: { cookie: `${SESSION_COOKIE}=${token}` } })).statusCode).toBe(200);
   });
 
+  it("takes no calls from other origins, the front end's included: no CORS headers, and its preflights refused", async () => {
+    const origin = testConfig().CORS_ORIGIN;
+    const token = admin.authorization.replace('Bearer ', '');
+    // A page of the front end's origin on the API's site gets the SameSite=Strict cookie sent along;
+    // without CORS headers its script cannot read the answer.
+    for (const url of ['/admin/status/session', '/admin/status']) {
+      const read = await app.inject({ method: 'GET', url, headers: { origin, cookie: `${SESSION_COOKIE}=${token}` } });
+      expect([read.statusCode, read.headers['access-control-allow-origin'], read.headers['access-control-allow-credentials']]).toEqual([200, undefined, undefined]);
+    }
+    // Nor may it send what needs a preflight (signing the admin out, signing in).
+    for (const [url, method] of [['/admin/status/session', 'DELETE'], ['/admin/status/session', 'POST'], ['/admin/status', 'GET']]) {
+      const preflight = await app.inject({ method: 'OPTIONS', url, headers: { origin, 'access-control-request-method': method } });
+      expect([preflight.statusCode, preflight.headers['access-control-allow-origin']]).toEqual([403, undefined]);
+      expect(preflight.json()).toEqual({ success: false, error: 'The status dashboard takes no calls from other origins', statusCode: 403 });
+    }
+    // The API itself still answers the front end's origin.
+    const api = await app.inject({ method: 'OPTIONS', url: '/api/auth/me', headers: { origin, 'access-control-request-method': 'GET' } });
+    expect([api.statusCode, api.headers['access-control-allow-origin']]).toEqual([204, origin]);
+  });
+
   it('takes the cookie when the Authorization header carries no Bearer token (basic auth at a proxy in front)', async () => {
     // A proxy that guards /admin with HTTP basic auth makes the browser send
     // `Authorization: Basic …` with every request; the cookie was then ignored, and

@@ -6,7 +6,7 @@ import escapeHtml from 'escape-html';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../../config.ts';
-import { AppError } from '../../../lib/errors.ts';
+import { AppError, forbidden } from '../../../lib/errors.ts';
 import { MessageResponseSchema } from '../../../lib/schemas.ts';
 import { bearerToken, type Caller, callerOf, isAdmin } from '../../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../../plugins/rate-limit.ts';
@@ -60,6 +60,21 @@ export interface StatusOptions {
 
 const statusRoutes: FastifyPluginAsyncZod<StatusOptions> = async (app, { config, version, intervalMs = 1_000, stalledLimitMs = 60_000, activeVisitors }) => {
   if (!app.hasRequestDecorator('cookies')) await app.register(cookie);
+  // The dashboard is called by its own pages only, never across origins: its
+  // answers carry no CORS headers, and a preflight for it is refused. With
+  // them, a page of the front end's origin (a site that shares the API's
+  // registrable domain, to which SameSite=Strict sends the cookie) could
+  // read the stream with an admin's cookie, or sign them out.
+  // @fastify/cors skips a route whose config says `cors: false`, a key its types do not declare.
+  const withoutCors = { cors: false };
+  app.addHook('onRoute', (route) => {
+    route.config = { ...route.config, ...withoutCors };
+  });
+  const refusePreflight = async () => {
+    throw forbidden('The status dashboard takes no calls from other origins');
+  };
+  app.options('/', { schema: { hide: true } }, refusePreflight);
+  app.options('/*', { schema: { hide: true } }, refusePreflight);
   const files = Object.fromEntries(
     await Promise.all(['index.html', 'signin.html', ...ASSETS.keys()].map(async (name) => [name, await readFile(path.join(HERE, name), 'utf8')])),
   ) as Record<string, string>;
