@@ -43,17 +43,15 @@ export const choice = <const T extends readonly [string, ...string[]]>(values: T
 export const url = (example: string) => z.url({ protocol: z.regexes.httpProtocol, error: `must be a URL such as ${example}` });
 
 /**
- * A browser's origin: an http(s) URL of scheme, host and port alone (a
- * trailing slash allowed). A list or a path parsed as some URL all the same
- * (`https://a.example,https://b.example` as the host `a.example,https`), and
- * every preflight was refused.
+ * The front end's URL, of which CORS takes the origin: one URL, not a list. A
+ * list passed as some URL all the same (`https://a.example,https://b.example`
+ * read as the host `a.example,https`), and every preflight was refused.
  */
 export const origin = (example: string) =>
-  z.string().refine((value) => {
-    if (!URL.canParse(value) || value.includes(',')) return false;
-    const parsed = new URL(value);
-    return (parsed.protocol === 'http:' || parsed.protocol === 'https:') && parsed.origin === value.replace(/\/$/, '');
-  }, `must be one origin such as ${example} (scheme, host and port: no path, no list)`);
+  z
+    .string()
+    .refine((value) => !value.includes(','), `must be one URL such as ${example}, not a list (CORS allows one origin)`)
+    .pipe(url(example));
 
 /** Unset, empty, or an http(s) URL. */
 export const optionalUrl = (example: string) => optionalString.pipe(url(example).optional());

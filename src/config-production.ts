@@ -1,4 +1,5 @@
 import { DEFAULT_EMAIL_FROM, type Settings } from './config.ts';
+import { driverTarget } from './lib/database-url.ts';
 
 // What production refuses to start without. A missing secret must never
 // switch a protection off silently: the operator either gives a strong
@@ -70,20 +71,30 @@ export function productionProblems(config: Settings): ProductionProblem[] {
 export function productionWarnings(config: Settings): string[] {
   if (config.NODE_ENV !== 'production') return [];
   const warnings: string[] = [];
-  // The development default: browsers elsewhere are refused, and e-mails' links lead to localhost.
-  for (const name of ['CORS_ORIGIN', 'FRONTEND_URL', 'ADMIN_URL'] as const) {
-    const value = config[name];
-    if (value !== undefined && isLoopback(new URL(value).hostname)) {
-      warnings.push(`${name} is ${value}, on this machine: set it to the front end's public address (browsers elsewhere are refused, and e-mail links lead to localhost)`);
-    }
+  // The development defaults, kept from a copy of .env.example.
+  const onThisMachine = (value: string | undefined) => value !== undefined && isLoopback(new URL(value).hostname);
+  if (onThisMachine(config.CORS_ORIGIN)) {
+    warnings.push(`CORS_ORIGIN is ${config.CORS_ORIGIN}, on this machine: browsers on the front end's public address are refused; set it to that address`);
   }
-  // postgres.js connects in plain text unless the URL asks for TLS (libpq would try TLS first):
-  // a hosted database's connection string, as copied, sent the password and every row unencrypted
-  // wherever its server does not insist on TLS.
-  const database = URL.parse(config.DATABASE_URL);
-  const asksForTls = ['ssl', 'sslmode', 'sslrootcert'].some((parameter) => database?.searchParams.has(parameter));
-  if (database?.hostname && !isLoopback(database.hostname) && !asksForTls) {
-    warnings.push(`DATABASE_URL connects to ${database.hostname} without asking for TLS: add ?sslmode=require (or verify-full with the server's CA) to the URL`);
+  // Where the e-mails link: reset to FRONTEND_URL (else CORS_ORIGIN), notifications to ADMIN_URL (else below it).
+  const frontEnd = config.FRONTEND_URL ?? config.CORS_ORIGIN;
+  if (onThisMachine(frontEnd)) {
+    const which = config.ADMIN_URL === undefined ? 'reset and notification e-mails link' : 'reset e-mails link';
+    warnings.push(`${which} to ${frontEnd} (${config.FRONTEND_URL === undefined ? 'CORS_ORIGIN' : 'FRONTEND_URL'}), on this machine: set FRONTEND_URL to the front end's public address`);
+  }
+  if (onThisMachine(config.ADMIN_URL)) {
+    warnings.push(`ADMIN_URL is ${config.ADMIN_URL}, on this machine: notification e-mails link there; set it to the admin pages' public address`);
+  }
+  // postgres.js speaks plain text unless the URL asks for TLS (libpq would try TLS first): a hosted
+  // database's connection string, as copied, sent the password and every row unencrypted wherever
+  // its server does not insist on TLS. A Unix socket (a directory as the host) needs none.
+  const target = driverTarget(config.DATABASE_URL);
+  const parsed = URL.parse(target.url);
+  const host = target.host ?? parsed?.hostname;
+  const query = parsed?.searchParams;
+  const asksForTls = query !== undefined && (query.has('ssl') || query.has('sslmode') || query.get('sslrootcert') === 'system');
+  if (host && !host.startsWith('/') && !isLoopback(host) && !asksForTls) {
+    warnings.push(`DATABASE_URL connects to ${host} without asking for TLS: add ?sslmode=require (or verify-full with the server's CA) to the URL`);
   }
   return warnings;
 }

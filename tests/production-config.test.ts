@@ -94,15 +94,40 @@ describe('production configuration', () => {
   it("warns of what is right on a developer's machine and wrong on a server: a front end on localhost, a remote database without TLS", () => {
     const production = (env: Record<string, string>) => productionWarnings(parseConfig({ NODE_ENV: 'production', ...SECRETS, ...env }));
     const remote = { CORS_ORIGIN: 'https://portfolio.example.org' };
+    const local = 'postgres://api@127.0.0.1/x';
     expect(production({ ...remote, DATABASE_URL: 'postgres://api@db.example.supabase.co:5432/postgres' })).toEqual([
-      'DATABASE_URL connects to db.example.supabase.co without asking for TLS: add ?sslmode=require (or verify-full with the server\'s CA) to the URL',
+      "DATABASE_URL connects to db.example.supabase.co without asking for TLS: add ?sslmode=require (or verify-full with the server's CA) to the URL",
     ]);
-    for (const url of ['postgres://api@db.example.supabase.co/postgres?sslmode=require', 'postgres://api@db.example.supabase.co/postgres?sslmode=disable', 'postgres://api@127.0.0.1:5432/x', 'postgres://api@localhost/x']) {
-      expect(production({ ...remote, DATABASE_URL: url })).toEqual([]);
+    // A host parameter names where the driver really connects.
+    expect(production({ ...remote, DATABASE_URL: 'postgres://api@localhost/x?host=db.example.org' })).toEqual([
+      "DATABASE_URL connects to db.example.org without asking for TLS: add ?sslmode=require (or verify-full with the server's CA) to the URL",
+    ]);
+    for (const url of [
+      'postgres://api@db.example.supabase.co/postgres?sslmode=require',
+      'postgres://api@db.example.supabase.co/postgres?sslmode=disable',
+      'postgres://api@db.example.supabase.co/postgres?sslrootcert=system',
+      'postgres://api@127.0.0.1:5432/x',
+      'postgres://api@localhost/x',
+      // Unix sockets, as .env.example names them.
+      'postgres://api@%2Fvar%2Frun%2Fpostgresql/x',
+      'postgres://api@db.example.org/x?host=/var/run/postgresql',
+    ]) {
+      expect(production({ ...remote, DATABASE_URL: url }), url).toEqual([]);
     }
-    expect(production({ DATABASE_URL: 'postgres://api@127.0.0.1/x', FRONTEND_URL: 'http://127.0.0.1:8080/site', ADMIN_URL: 'https://admin.example.org' })).toEqual([
-      "CORS_ORIGIN is http://localhost:5173, on this machine: set it to the front end's public address (browsers elsewhere are refused, and e-mail links lead to localhost)",
-      "FRONTEND_URL is http://127.0.0.1:8080/site, on this machine: set it to the front end's public address (browsers elsewhere are refused, and e-mail links lead to localhost)",
+    // A copy of .env.example: browsers refused, and every e-mail linking to localhost.
+    expect(production({ DATABASE_URL: local })).toEqual([
+      "CORS_ORIGIN is http://localhost:5173, on this machine: browsers on the front end's public address are refused; set it to that address",
+      "reset and notification e-mails link to http://localhost:5173 (CORS_ORIGIN), on this machine: set FRONTEND_URL to the front end's public address",
+    ]);
+    // Each setting for what it does: the e-mails link to public addresses here.
+    expect(production({ DATABASE_URL: local, FRONTEND_URL: 'https://portfolio.example.org' })).toEqual([
+      "CORS_ORIGIN is http://localhost:5173, on this machine: browsers on the front end's public address are refused; set it to that address",
+    ]);
+    expect(production({ ...remote, DATABASE_URL: local, FRONTEND_URL: 'http://127.0.0.1:8080/site', ADMIN_URL: 'https://admin.example.org' })).toEqual([
+      "reset e-mails link to http://127.0.0.1:8080/site (FRONTEND_URL), on this machine: set FRONTEND_URL to the front end's public address",
+    ]);
+    expect(production({ ...remote, DATABASE_URL: local, ADMIN_URL: 'http://localhost:3001/admin' })).toEqual([
+      "ADMIN_URL is http://localhost:3001/admin, on this machine: notification e-mails link there; set it to the admin pages' public address",
     ]);
     expect(productionWarnings(parseConfig({ NODE_ENV: 'development', DATABASE_URL: 'postgres://api@db.example.supabase.co/postgres' }))).toEqual([]);
   });
@@ -141,7 +166,7 @@ describe('production configuration', () => {
       expect(response?.status, server.output()).toBe(503);
       expect(server.output()).toContain('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY)');
       // The development front end, kept from .env.example: said at the start.
-      await expect.poll(() => server.output()).toContain("CORS_ORIGIN is http://localhost:5173, on this machine: set it to the front end's public address");
+      await expect.poll(() => server.output()).toContain("CORS_ORIGIN is http://localhost:5173, on this machine: browsers on the front end's public address are refused");
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;

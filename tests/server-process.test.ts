@@ -69,19 +69,20 @@ describe('a port that cannot be had', () => {
   });
 });
 
+/** A development server on this run's database, logging at info, once it answers /health. */
+async function startHealthy(env: Record<string, string> = {}) {
+  // A port the OS hands out as free: a random one in its ephemeral range can be
+  // another connection's local port (it was once: EADDRINUSE, and the test waited in vain).
+  const port = await freePort();
+  const server = startServer({ NODE_ENV: 'development', DATABASE_URL: inject('stack').databaseUrl, PORT: String(port), LOG_LEVEL: 'info', ...env });
+  const base = `http://127.0.0.1:${port}`;
+  await untilHealthy(server, base);
+  return { server, base };
+}
+
 describe('graceful shutdown', () => {
   it('SIGTERM finishes the request in flight, then exits 0', async () => {
-    // A port the OS hands out as free: a random one in its ephemeral range can be
-    // another connection's local port (it was once: EADDRINUSE, and the test waited in vain).
-    const port = await freePort();
-    const server = startServer({
-      NODE_ENV: 'development',
-      DATABASE_URL: inject('stack').databaseUrl,
-      PORT: String(port),
-      LOG_LEVEL: 'info',
-    });
-    const base = `http://127.0.0.1:${port}`;
-    await untilHealthy(server, base);
+    const { server, base } = await startHealthy();
     // A request whose body is still arriving when the signal comes is in flight.
     const request = http.request(`${base}/api/auth/signin`, { method: 'POST', headers: { 'content-type': 'application/json' } });
     const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -112,19 +113,7 @@ describe('graceful shutdown', () => {
 });
 
 describe('readiness withdrawn before the shutdown (SHUTDOWN_DELAY_MS)', () => {
-  const start = async (delayMs: number) => {
-    const port = await freePort();
-    const server = startServer({
-      NODE_ENV: 'development',
-      DATABASE_URL: inject('stack').databaseUrl,
-      PORT: String(port),
-      LOG_LEVEL: 'info',
-      SHUTDOWN_DELAY_MS: String(delayMs),
-    });
-    const base = `http://127.0.0.1:${port}`;
-    await untilHealthy(server, base);
-    return { server, base };
-  };
+  const start = (delayMs: number) => startHealthy({ SHUTDOWN_DELAY_MS: String(delayMs) });
 
   it('after SIGTERM, /health answers 503 while other requests are still served; then the shutdown runs and exits 0', async () => {
     const { server, base } = await start(2_000);

@@ -88,11 +88,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     );
   }
 
-  const mail = await startMailSink({ smtpPort: options.smtpPort, apiPort: options.mailApiPort });
-  log(`SMTP sink on 127.0.0.1:${mail.smtpPort}, messages at ${mail.apiUrl}/messages`);
-
+  let mail: MailSink | undefined;
   let auth: AuthServer | undefined;
   try {
+    mail = await startMailSink({ smtpPort: options.smtpPort, apiPort: options.mailApiPort });
+    log(`SMTP sink on 127.0.0.1:${mail.smtpPort}, messages at ${mail.apiUrl}/messages`);
     if (options.auth) {
       const { adjust = (settings: AuthSettings) => settings, ...given } = options.auth;
       auth = await startAuthServer({
@@ -106,8 +106,9 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const applied = await applyMigrations(url);
     log(`database ${databaseName}: platform bootstrap applied, ${applied.length} new migration(s)`);
   } catch (error) {
-    await auth?.stop();
-    await mail.stop();
+    // What did start is stopped; a failure to stop it does not hide why the start failed.
+    await auth?.stop().catch(() => {});
+    await mail?.stop().catch(() => {});
     await dropOwnDatabase();
     throw error;
   }

@@ -71,7 +71,9 @@ export function authRateLimit(error: unknown): RateLimitError | undefined {
   // A second e-mail to one address within its minute is refused with the
   // seconds left, rounded down ('…you can only request this after 41
   // seconds.'): the client waits that long and one second more. The other
-  // budgets (hourly e-mails, requests per address) say no time.
+  // budgets (hourly e-mails, requests per address) say no time. Read from the
+  // text, which we otherwise never match: the answer has no field for it, and
+  // a text that changes only brings back the minute.
   const secondsLeft = /after (\d+) seconds?/.exec(message ?? '')?.[1];
   return new RateLimitError(secondsLeft === undefined ? 60 : Math.min(Number(secondsLeft), 3599) + 1);
 }
