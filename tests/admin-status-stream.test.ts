@@ -4,7 +4,7 @@ import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.ts';
-import { MAX_STREAMS_PER_ADMIN } from '../src/modules/admin/status/routes.ts';
+import { MAX_STREAMS_PER_ADMIN } from '../src/modules/admin/status/stream.ts';
 import { testConfig, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
 import { createAuthUser, grantRole, openSession } from './support/db.ts';
