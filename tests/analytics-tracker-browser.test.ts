@@ -310,6 +310,42 @@ describe('the tracker in Chromium, from another origin', () => {
     await context.close();
   });
 
+  it("a reload or a return through history does not count the visit's source again; a new arrival from another site does", async () => {
+    const returning = await createWebsite(app, 'Returning');
+    const first = servePage('/rt/one', documentedTag(api, returning.id), '<a id="next" href="/rt/two">Two</a>');
+    servePage('/rt/two', documentedTag(api, returning.id), 'Two');
+    const context = await visitorContext();
+    const page = await context.newPage();
+    const stored = async (count: number) => {
+      await expect.poll(async () => (await eventsOf(returning.id)).length, { timeout: 10_000 }).toBe(count);
+      return (await eventsOf(returning.id)).map((event) => [event.page, event.referrer]);
+    };
+    await page.goto(first, { referer: 'http://news.example.org/post' });
+    await stored(1);
+    await page.reload();
+    await stored(2);
+    await page.click('#next');
+    await stored(3);
+    // Playwright's Chromium keeps no back/forward cache: the page loads again, document.referrer as it was.
+    await page.goBack();
+    await stored(4);
+    await page.goto(first, { referer: 'https://social.example.com/share' });
+    expect(await stored(5)).toEqual([
+      ['/rt/one', 'http://news.example.org/post'],
+      ['/rt/one', null],
+      ['/rt/two', null],
+      ['/rt/one', null],
+      ['/rt/one', 'https://social.example.com/share'],
+    ]);
+    expect(new Set((await eventsOf(returning.id)).map((event) => event.session_id)).size).toBe(1);
+    const summary = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${returning.id}`, headers: { 'x-api-key': returning.apiKey } });
+    expect(summary.json().data.referrers).toEqual([
+      { source: 'news.example.org', count: 1 },
+      { source: 'social.example.com', count: 1 },
+    ]);
+    await context.close();
+  });
+
   it('a visitor who leaves before the load event is still counted, without a load time', async () => {
     const leaving = await createWebsite(app, 'Left early');
     const url = servePage('/leaving', documentedTag(api, leaving.id), '<img src="/never.gif" alt="">');

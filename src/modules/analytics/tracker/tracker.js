@@ -39,19 +39,25 @@
     return crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now().toString(36);
   }
 
-  function sessionId() {
+  // The tab's session: its id, its last event (`at`), and the outside page its
+  // visit came from (`source`). Says whether `referrer` is that source again:
+  // document.referrer stays the same through a reload, or a return through
+  // history to the landing page, and the visit came from there once.
+  function session(referrer) {
     var now = Date.now();
-    var session = memory;
+    var current = memory;
     try {
-      session = JSON.parse(sessionStorage.getItem(KEY)) || session;
+      current = JSON.parse(sessionStorage.getItem(KEY)) || current;
     } catch (e) {}
-    if (!session || !session.id || !(now - session.at < SESSION_IDLE_MS)) session = { id: newId() };
-    session.at = now;
-    memory = session;
+    if (!current || !current.id || !(now - current.at < SESSION_IDLE_MS)) current = { id: newId() };
+    var repeated = referrer !== undefined && referrer === current.source;
+    if (referrer !== undefined) current.source = referrer;
+    current.at = now;
+    memory = current;
     try {
-      sessionStorage.setItem(KEY, JSON.stringify(session));
+      sessionStorage.setItem(KEY, JSON.stringify(current));
     } catch (e) {}
-    return session.id;
+    return { id: current.id, repeated: repeated };
   }
 
   // Of the query only the campaign tags: other parameters often carry tokens or e-mail addresses.
@@ -70,7 +76,9 @@
 
   function send(eventType, fields) {
     try {
-      var event = { websiteId: websiteId, eventType: eventType, page: currentPage(), userAgent: navigator.userAgent, sessionId: sessionId() };
+      var current = session(fields.referrer);
+      if (current.repeated) fields.referrer = undefined;
+      var event = { websiteId: websiteId, eventType: eventType, page: currentPage(), userAgent: navigator.userAgent, sessionId: current.id };
       for (var name in fields) if (fields[name] !== undefined) event[name] = fields[name];
       var body = JSON.stringify(event);
       // text/plain is a CORS "simple request": no preflight; the answer is not read.
