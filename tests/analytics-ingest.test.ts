@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, type TestWebsite } from './support/analytics.ts';
-import { testSql } from './support/db.ts';
+import { openTransaction, testSql } from './support/db.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // POST /api/analytics (issue 5): public, validated, answered only after the
@@ -335,6 +335,68 @@ describe('group commit: batches and their failures', () => {
       expect(stored.map((row) => row.id).sort()).toEqual([...ids].sort());
       expect(stored.map((row) => row.page)).toEqual(['/valid-0', '/valid-1', '/valid-2']);
     } finally {
+      await app.close();
+      await owner.end();
+      await database.drop();
+    }
+  });
+
+  it("two websites of a batch finish deleting while it is written, one during each attempt: a live website's event in it is stored (201), theirs get 404", async () => {
+    // A database of this test's own: the test watches for the batch's INSERT
+    // waiting on a lock, which another file's could be doing on a shared one.
+    const database = await createPrivateDatabase('deleted_mid_batch');
+    const owner = postgres(database.url, { max: 4, onnotice: () => {} });
+    // A long wait, so the three requests share one batch.
+    const app = await buildTestApp({ DATABASE_URL: database.url, ANALYTICS_BATCH_MAX_WAIT_MS: '300', ANALYTICS_BATCH_MAX_ROWS: '1000' });
+    let deletions: Awaited<ReturnType<typeof openTransaction<number>>>[] = [];
+    try {
+      const live = await createWebsite(app, 'Live');
+      const leaving = [await createWebsite(app, 'Leaving 1'), await createWebsite(app, 'Leaving 2')];
+      // Each website's last step of deletion (delete_website_batch ends by
+      // deleting the row), held uncommitted; each transaction's backend pid says which one a lock wait is on.
+      deletions = await Promise.all(
+        leaving.map((site) =>
+          openTransaction(owner, async (tx) => {
+            await tx`delete from public.websites where id = ${site.id}`;
+            const [{ pid }] = await tx<{ pid: number }[]>`select pg_backend_pid() as pid`;
+            return pid;
+          }),
+        ),
+      );
+      /** The held deletion the batch's INSERT is waiting on (the foreign key's check of that website's row). */
+      const awaitedByInsert = async () => {
+        const deadline = Date.now() + 10_000;
+        while (Date.now() < deadline) {
+          const blockers = await owner<{ pid: number }[]>`
+            select unnest(pg_blocking_pids(pid)) as pid from pg_stat_activity
+             where datname = current_database() and strpos(query, 'insert into public.analytics_events') > 0`;
+          const held = deletions.find((deletion) => blockers.some((blocker) => blocker.pid === deletion.result));
+          if (held) return held;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        throw new Error('the batch never waited on a held deletion');
+      };
+      const post = (websiteId: string) => app.inject({ method: 'POST', url: '/api/analytics', payload: event(websiteId) });
+      const answering = Promise.all([post(live.id), ...leaving.map((site) => post(site.id))]);
+      // Whichever deletion the first attempt waits on commits (that attempt fails
+      // on the foreign key); the next attempt, which skips that website, waits on
+      // the other, which commits in turn. One retry in all answered every event 503.
+      const first = await awaitedByInsert();
+      await first.commit();
+      const second = await awaitedByInsert();
+      expect(second).not.toBe(first);
+      await second.commit();
+      const answers = await answering;
+
+      expect(answers.map((answer) => answer.statusCode)).toEqual([201, 404, 404]);
+      for (const answer of answers.slice(1)) expect(answer.json()).toEqual({ success: false, error: 'Website not found', statusCode: 404 });
+      // Acknowledged equals committed: the live event and its rollup, nothing of the websites gone.
+      const stored = await owner`select id, website_id from public.analytics_events`;
+      expect(stored).toEqual([{ id: answers[0].json().data.id, website_id: live.id }]);
+      const totals = await owner`select website_id, page_views::int from public.analytics_daily_totals`;
+      expect(totals).toEqual([{ website_id: live.id, page_views: 1 }]);
+    } finally {
+      await Promise.all(deletions.map((deletion) => deletion.commit()));
       await app.close();
       await owner.end();
       await database.drop();

@@ -32,9 +32,21 @@ declare module 'fastify' {
   }
 }
 
-// Deadlock or serialization failure, or a website deleted while its batch was
-// written: a second attempt either succeeds or skips that website's rows.
-const RETRYABLE = new Set(['40P01', '40001', '23503']);
+// Deadlock or serialization failure: a second attempt can get past it.
+const CONFLICT = new Set(['40P01', '40001']);
+
+// A website deleted while its batch was written: the deletion committed after
+// the attempt's snapshot was taken (so its rows were not skipped) and before
+// the foreign key's check. The next attempt's snapshot skips that website's
+// rows; but another website of the batch may finish deleting during it, so
+// each such failure earns one more attempt, up to one per website the batch
+// names (each failure is a website gone for good, so there can be no more).
+const WEBSITE_GONE = '23503';
+
+/** How many websites `rows` name: the most attempts a batch can lose to websites deleted meanwhile. Counted only once one has. */
+function websitesNamed(rows: EventRow[]): number {
+  return new Set(rows.map((row) => row.websiteId)).size;
+}
 
 /**
  * An error that belongs to one row's data (a data exception, a check or
@@ -61,9 +73,15 @@ export default fp<{ config: Config }>(
       requestsInFlight -= 1;
     };
 
-    /** One INSERT of `rows`, tried twice when the first attempt fails in a way a second can get past. */
+    /**
+     * One INSERT of `rows`, tried again when an attempt fails in a way the next
+     * can get past: once after a deadlock or serialization failure, and once
+     * for each website deleted while the batch was written.
+     */
     async function insert(rows: EventRow[]): Promise<RecordOutcome[]> {
-      for (let attempt = 1; ; attempt += 1) {
+      let conflictRetried = false;
+      let websitesGone = 0;
+      for (;;) {
         try {
           // Bounded like every elevated query on a request's path: its callers
           // wait for it (under the fault test a write once waited out a closed
@@ -74,7 +92,14 @@ export default fp<{ config: Config }>(
           return rows.map((row) => (stored.has(row.id) ? 'stored' : 'unknown-website'));
         } catch (error) {
           const code = errorCode(error);
-          if (attempt === 1 && typeof code === 'string' && RETRYABLE.has(code)) continue;
+          if (code === WEBSITE_GONE) {
+            websitesGone += 1;
+            if (websitesGone <= websitesNamed(rows)) continue;
+          }
+          if (!conflictRetried && typeof code === 'string' && CONFLICT.has(code)) {
+            conflictRetried = true;
+            continue;
+          }
           throw error;
         }
       }
