@@ -1,9 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp } from './support/app.ts';
+import { createRolesService } from '../src/modules/roles/service.ts';
+import type { Caller } from '../src/plugins/auth.ts';
+import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
 import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
-import { asUser, createAuthUser, grantRole, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, openSession, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // /api/userRoles, the role-change record, and the last-admin rule. The rule
@@ -115,6 +118,52 @@ describe('/api/userRoles', () => {
     const notFound = { success: false, error: 'User not found', statusCode: 404 };
     expect((await setting).json()).toEqual(notFound);
     expect((await setRoles(user.id, ['editor'])).json()).toEqual(notFound);
+  });
+
+  /** A signed-in user with the admin role: an open session, and a token for it as the auth server signs one. */
+  async function signedInAdmin() {
+    const user = await createAuthUser(sql);
+    await grantRole(sql, user.id, 'admin');
+    const sessionId = await openSession(sql, user.id);
+    const claims = { sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId };
+    const token = await new SignJWT(claims)
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+    const caller: Caller = { kind: 'user', userId: user.id, sessionId, roles: ['admin'], claims };
+    return { id: user.id, caller, authorization: `Bearer ${token}` };
+  }
+  const rolesOf = async (userId: string) => (await sql`select role::text from public.user_roles where user_id = ${userId} order by role`).map((r) => r.role);
+
+  it('an admin whose role is revoked while the change waits for its turn: 403, and nothing changed', async () => {
+    // Row-level security hid the user's rows from the delete, which removed
+    // nothing and failed nothing, and from the read after it: 200 "Roles
+    // updated" with roles [], while the user kept every role.
+    const [former, target] = [await signedInAdmin(), await createAuthUser(sql)];
+    await grantRole(sql, (await createAuthUser(sql)).id, 'admin'); // so that the one revoked is not the last admin
+    await grantRole(sql, target.id, 'editor');
+    // Only revokes, and a grant too (refused by the insert policy).
+    for (const roles of [[], ['viewer']]) {
+      await grantRole(sql, former.id, 'admin');
+      const turn = await openTransaction(sql, (tx) => tx`select pg_advisory_xact_lock(hashtext('public.user_roles'), hashtext(${target.id}))`);
+      const setting = app.inject({ method: 'POST', url: `/api/userRoles/${target.id}`, headers: { authorization: former.authorization }, payload: { roles } });
+      // Past the guard and the first check, waiting for the turn the test holds.
+      expect(await untilWaitingOnLock(sql, "set_config('app.actor'")).toBe(true);
+      await sql`delete from public.user_roles where user_id = ${former.id} and role = 'admin'`;
+      await turn.commit();
+      expect((await setting).json(), `roles [${roles}]`).toEqual({ success: false, error: 'Insufficient permissions', statusCode: 403 });
+      expect(await rolesOf(target.id), `roles [${roles}]`).toEqual(['editor']);
+    }
+  });
+
+  it('a caller no longer an admin is told 403, not 404 for a user it no longer sees', async () => {
+    // The guard read the admin role; it was revoked before the service's first statement.
+    const [former, target] = [await signedInAdmin(), await createAuthUser(sql)];
+    await grantRole(sql, (await createAuthUser(sql)).id, 'admin');
+    await sql`delete from public.user_roles where user_id = ${former.id}`;
+    const roles = createRolesService({ db: app.db });
+    await expect(roles.setRoles(former.caller, target.id, [], app.log)).rejects.toMatchObject({ statusCode: 403, message: 'Insufficient permissions' });
   });
 
   it('row-level security: users read their own roles; only admins grant and revoke, in their own name', async () => {

@@ -4,7 +4,7 @@ import type { AppRole } from '../../lib/roles.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import { canSetUserRoles, canViewUserRoles, changedByLabel } from './permissions.ts';
-import { getUserRoles, replaceUserRoles, userExists } from './queries.ts';
+import { getUserRoles, replaceUserRoles, roleChangeCheck, userExists } from './queries.ts';
 import type { UserRoles } from './schemas.ts';
 
 // SQLSTATE raised by the last-admin trigger (PostgREST's convention: PT + HTTP status).
@@ -26,10 +26,16 @@ export function createRolesService({ db }: { db: Database }) {
     if (!canSetUserRoles(caller)) throw forbidden();
     const roles = [...new Set(wanted)];
     try {
-      const { granted, revoked, after } = await db.asActor(dbActorOf(caller), async (tx) => {
-        if (!(await userExists(tx, userId))) throw notFound('User not found');
+      // The caller's admin role is asked again in the database, as it may have
+      // been revoked since the guard read it: row-level security would then
+      // hide the rows, and the change would be made in part or not at all.
+      const { granted, revoked, roles: after } = await db.asActor(dbActorOf(caller), async (tx) => {
+        const { callerIsAdmin, userFound } = await roleChangeCheck(tx, userId);
+        if (!callerIsAdmin) throw forbidden();
+        if (!userFound) throw notFound('User not found');
         const change = await replaceUserRoles(tx, userId, roles, changedByLabel(caller));
-        return { ...change, after: await getUserRoles(tx, userId) };
+        if (!change) throw forbidden();
+        return change;
       });
       if (granted.length > 0 || revoked.length > 0) {
         log.info({ changedBy: changedByLabel(caller), userId, granted, revoked, roles: after }, 'user roles changed');
@@ -37,7 +43,7 @@ export function createRolesService({ db }: { db: Database }) {
       return { userId, roles: after };
     } catch (error) {
       if (errorCode(error) === LAST_ADMIN) throw conflict('Cannot remove the last admin');
-      // The account was deleted after userExists saw it, before the grant's foreign-key check.
+      // The account was deleted after roleChangeCheck saw it, before the grant's foreign-key check.
       if (constraintOf(error) === 'user_roles_user_id_fkey') throw notFound('User not found');
       throw error;
     }
