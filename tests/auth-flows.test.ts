@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -9,7 +9,7 @@ import { SESSION_COOKIE } from '../src/modules/admin/status/routes.ts';
 import { buildTestApp } from './support/app.ts';
 import { expectRunning, type ServerProcess, startServerProcess } from './support/fault-traffic.ts';
 import { uniqueEmail } from './support/db.ts';
-import { call, idTokenFor, linkIn, messagesTo, realAuth, realAuthEnv, resetTokenIn, signUp, startAuthGateway } from './support/real-auth.ts';
+import { call, type HttpAnswer, idTokenFor, linkIn, messagesTo, realAuth, realAuthEnv, resetTokenIn, signUp, startAuthGateway } from './support/real-auth.ts';
 import { TEST_JWT_SECRET } from './support/secrets.ts';
 
 // Every /api/auth route of SPEC section 4 and every error of section 7,
@@ -58,6 +58,28 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
       .setProtectedHeader({ ...header, alg: header.alg! })
       .sign(new TextEncoder().encode(key));
   };
+
+  /**
+   * A client at an address of its own. The auth server allows each address a
+   * burst of 30 sign-ups and sign-ins, and the tests of this file spend most of
+   * CLIENT_ADDRESS's: the race tests, many of each, act from their own.
+   */
+  const clientAt = (address: string) => {
+    const send = async (url: string, path: string, body: unknown, token?: string): Promise<HttpAnswer> => {
+      const headers: Record<string, string> = { 'x-forwarded-for': address, 'content-type': 'application/json' };
+      if (token) headers.authorization = `Bearer ${token}`;
+      const response = await fetch(`${url}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+      return { status: response.status, body: await response.json(), headers: response.headers };
+    };
+    const signUpAs = async (label: string) => {
+      const email = uniqueEmail(label);
+      const answer = await send(base, '/api/auth/signup', { email, password: `pw-${randomBytes(6).toString('hex')}`, name: 'Race Tester' });
+      expect(answer.status).toBe(201);
+      return { id: answer.body.data.user.id as string, email, accessToken: answer.body.data.session.accessToken as string };
+    };
+    return { send, signUp: signUpAs };
+  };
+  const anotherAddress = () => `10.${randomInt(256)}.${randomInt(256)}.${1 + randomInt(254)}`;
 
   it('sign up: 201 with the user and a session; the profile row is made by the trigger', async () => {
     const email = uniqueEmail('signup');
@@ -427,6 +449,31 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/update-password', { token, newPassword: 'after-double-click' })).status).toBe(200);
   });
 
+  it('one reset token sent twice at once (a double submit, or two instances) with different passwords: one 200, the other a used token, and the password answered 200 is the one set', { timeout: 60_000 }, async () => {
+    // The auth server's verify step does not lock the token: both were 200,
+    // each setting its own password, and only the one set last worked.
+    const client = clientAt(anotherAddress());
+    const other = await startServerProcess(inject('stack').databaseUrl, serverEnv());
+    const passwordIs = async (userId: string, password: string) =>
+      (await sql`select encrypted_password = extensions.crypt(${password}, encrypted_password) as is from auth.users where id = ${userId}`)[0].is;
+    try {
+      for (const [round, urls] of [[base, base], [base, other.baseUrl], [other.baseUrl, base]].entries()) {
+        const account = await client.signUp(`reset-race-${round}`);
+        expect((await client.send(base, '/api/auth/reset-password', { email: account.email })).status).toBe(200);
+        await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
+        const token = resetTokenIn((await messagesTo(account.email))[0]);
+        const passwords = ['first-new-secret', 'second-new-secret'];
+        const answers = await Promise.all(urls.map((url, i) => client.send(url, '/api/auth/update-password', { token, newPassword: passwords[i] })));
+        expect(answers.map((answer) => answer.status).sort(), `round ${round}`).toEqual([200, 400]);
+        expect(answers.find((answer) => answer.status === 400)!.body).toEqual({ success: false, error: 'Invalid or expired reset token', statusCode: 400 });
+        expect(await passwordIs(account.id, passwords[answers.findIndex((answer) => answer.status === 200)])).toBe(true);
+      }
+      expectRunning(other);
+    } finally {
+      await other.stop();
+    }
+  });
+
   it("a second reset within the auth server's minute is 429 with the seconds it says are left, in the body and the header", { timeout: 30_000 }, async () => {
     const account = await signUp(base, 'reset-again');
     expect((await call(base, 'POST', '/api/auth/reset-password', { body: { email: account.email } })).status).toBe(200);
@@ -544,6 +591,32 @@ describe.runIf(auth)('accounts against the real Supabase Auth server', () => {
     expect((await post('/api/auth/link', { provider: 'keycloak', token: 'x' })).status).toBe(401);
     expectRunning(server);
     expect((await me(other.accessToken)).status).toBe(200);
+  });
+
+  it('one identity linked twice at once (by two accounts, or by one twice) is linked once; the other link is 409, not 500', { timeout: 60_000 }, async () => {
+    // Both passed the auth server's check for a linked identity, and the
+    // second insert failed in its database: a 500 'Error creating identity'.
+    const client = clientAt(anotherAddress());
+    for (let round = 0; round < 4; round += 1) {
+      const first = await client.signUp(`link-race-a-${round}`);
+      // Odd rounds: the same account twice (a double click).
+      const second = round % 2 ? first : await client.signUp(`link-race-b-${round}`);
+      const idpEmail = uniqueEmail('idp-race');
+      const tokens = [await idTokenFor(auth!, idpEmail), await idTokenFor(auth!, idpEmail)];
+      const answers = await Promise.all(
+        [first, second].map((account, i) => client.send(base, '/api/auth/link', { provider: 'keycloak', token: tokens[i] }, account.accessToken)),
+      );
+      expect(answers.map((answer) => answer.status).sort(), `round ${round}`).toEqual([200, 409]);
+      expect(answers.find((answer) => answer.status === 409)!.body).toEqual({ success: false, error: 'Identity is already linked to an account', statusCode: 409 });
+      const linkedTo = await sql`select user_id from auth.identities where provider = 'keycloak' and identity_data->>'email' = ${idpEmail}`;
+      expect(linkedTo).toEqual([{ user_id: [first, second][answers.findIndex((answer) => answer.status === 200)].id }]);
+      // No session a grant opened is left: each account has its sign-up's alone.
+      for (const account of new Set([first, second])) {
+        const sessions = await sql`select id from auth.sessions where user_id = ${account.id}`;
+        expect(sessions.map((session) => session.id)).toEqual([decodeJwt(account.accessToken).session_id]);
+      }
+    }
+    expectRunning(server);
   });
 
   it('link: an id token that carries a nonce links with the nonce it was made for, not without it or with another; a nonce sent with a token that has none is refused', { timeout: 30_000 }, async () => {

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { AppError, badRequest, conflict, forbidden, internalError, notFound, RateLimitError, unauthorized, withCause } from '../../lib/errors.ts';
 import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
@@ -15,6 +16,9 @@ type AuthFailure = { code?: string; status?: number; message?: string };
 
 /** The auth server's refusal to send an e-mail: one to this address within the last minute, or its hourly budget spent. */
 const isEmailResendRefused = (error: unknown) => (error as AuthFailure | null)?.code === 'over_email_send_rate_limit';
+
+/** update-password's answer for a reset token that is unknown, expired, used, or being used by another request. */
+const invalidResetToken = () => badRequest('Invalid or expired reset token');
 
 export interface AuthServiceDeps {
   supabase: SupabaseAuth;
@@ -73,6 +77,32 @@ export function createAuthService(deps: AuthServiceDeps) {
       log.warn({ sessionId: session }, 'a refresh token was used again after newer ones: its session is ended');
     } catch (error) {
       log.warn({ err: error }, 'the session of a reused refresh token could not be ended; only the auth server revoked its refresh tokens');
+    }
+  }
+
+  /** update-password's work, while the request holds its token: redeems it, sets the password, ends every session. */
+  async function redeemResetToken(ip: string, token: string, newPassword: string, log: FastifyBaseLogger) {
+    const client = supabase.forRequest(ip);
+    const verified = await client.auth.verifyOtp({ token_hash: token, type: 'recovery' });
+    if (verified.error || !verified.data.session) fail(verified.error, invalidResetToken());
+    const updated = await client.auth.updateUser({ password: newPassword });
+    if (updated.error) {
+      // The token is spent; the session it opened is of no use to anyone.
+      await client.auth.signOut({ scope: 'local' }).catch(() => {});
+      fail(updated.error, internalError(), {
+        same_password: badRequest('New password must differ from the old one; request a new reset e-mail'),
+        weak_password: badRequest('Password must be at least 6 characters'),
+      });
+    }
+    const { error } = await client.auth.signOut({ scope: 'global' });
+    if (error) {
+      // The password has changed and the token is spent: a 503 now would
+      // send the user back to a link that no longer works. The auth server
+      // ended the other sessions with the password change; the one the
+      // token opened would live on unused for 30 days. So the sessions are
+      // ended here, as its global /logout ends them, and the answer is 200.
+      log.warn({ err: error }, "the auth server did not end the sessions after a password reset; they are ended in the database");
+      await db.bounded(endAllSessionsElevated(db.sql, verified.data.session.user.id));
     }
   }
 
@@ -196,28 +226,18 @@ export function createAuthService(deps: AuthServiceDeps) {
 
     /** Sets a new password with the reset token from the e-mail, then ends every session of the user. */
     async updatePassword(ip: string, token: string, newPassword: string, log: FastifyBaseLogger) {
-      const client = supabase.forRequest(ip);
-      const invalid = badRequest('Invalid or expired reset token');
-      const verified = await client.auth.verifyOtp({ token_hash: token, type: 'recovery' });
-      if (verified.error || !verified.data.session) fail(verified.error, invalid);
-      const updated = await client.auth.updateUser({ password: newPassword });
-      if (updated.error) {
-        // The token is spent; the session it opened is of no use to anyone.
-        await client.auth.signOut({ scope: 'local' }).catch(() => {});
-        fail(updated.error, internalError(), {
-          same_password: badRequest('New password must differ from the old one; request a new reset e-mail'),
-          weak_password: badRequest('Password must be at least 6 characters'),
-        });
-      }
-      const { error } = await client.auth.signOut({ scope: 'global' });
-      if (error) {
-        // The password has changed and the token is spent: a 503 now would
-        // send the user back to a link that no longer works. The auth server
-        // ended the other sessions with the password change; the one the
-        // token opened would live on unused for 30 days. So the sessions are
-        // ended here, as its global /logout ends them, and the answer is 200.
-        log.warn({ err: error }, "the auth server did not end the sessions after a password reset; they are ended in the database");
-        await db.bounded(endAllSessionsElevated(db.sql, verified.data.session.user.id));
+      // The auth server's verify step does not lock the token: two requests
+      // with it at once (a double submit, or two instances) were both
+      // answered 200, each setting its own password, and only the last one
+      // set worked. One at a time per token, then; the others are answered
+      // as a used token is. Named by the token's hash: the token itself
+      // opens the account, and goes into no key.
+      const claim = `password-update:${hash('sha256', token, 'base64url')}`;
+      if (!(await deps.claims.claim(claim))) throw invalidResetToken();
+      try {
+        await redeemResetToken(ip, token, newPassword, log);
+      } finally {
+        await deps.claims.release(claim);
       }
     },
 
@@ -237,10 +257,22 @@ export function createAuthService(deps: AuthServiceDeps) {
     /** Links an identity of `provider` (its OIDC id token, and the nonce it was issued for, if any) to the caller's account. */
     async linkIdentity(ip: string, accessToken: string, { provider, token, nonce }: { provider: string; token: string; nonce?: string }) {
       if (!deps.linkProviders.includes(provider)) throw badRequest('Unsupported provider');
-      const { data, error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token, nonce });
-      // The id-token grant opens a new session as it links; nobody is handed
-      // its tokens, so it is ended rather than left open for 30 days.
-      if (data?.session) await supabase.forRequest(ip).auth.admin.signOut(data.session.access_token, 'local').catch(() => {});
+      const link = async () => {
+        const { data, error } = await supabase.forRequest(ip, accessToken).auth.linkIdentity({ provider, token, nonce });
+        // The id-token grant opens a new session as it links; nobody is handed
+        // its tokens, so it is ended rather than left open for 30 days.
+        if (data?.session) await supabase.forRequest(ip).auth.admin.signOut(data.session.access_token, 'local').catch(() => {});
+        return error;
+      };
+      let error = await link();
+      // Two links of one identity at once (a double click, or two accounts)
+      // both pass the auth server's check for a linked identity, and the one
+      // whose insert comes second fails in its database, a 500 'Error creating
+      // identity' like any other. Asked once more, the auth server's check
+      // sees the identity the other linked and says `identity_already_exists`.
+      // (Our role cannot read auth.identities to ask the database instead.)
+      // Any other 500 has one more try, which links or fails as before.
+      if (isAuthServerError(error)) error = await link();
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
           // The caller's own token, refused by the auth server: in the 5 s past
