@@ -104,6 +104,38 @@ describe('auth context', () => {
   });
 });
 
+describe('an account deleted while its session is cached', () => {
+  it("its own routes answer 401, not 404, so a front end sends the user to sign in; an admin asking for it still gets 404", async () => {
+    const database = await createPrivateDatabase('deleted_account');
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    const ownApp = await buildTestApp({ DATABASE_URL: database.url });
+    try {
+      const user = await createAuthUser(sql);
+      const token = await supabaseToken({ sub: user.id, session_id: await openSession(sql, user.id) });
+      const as = (method: 'GET' | 'PUT', url: string, bearer = token) =>
+        ownApp.inject({ method, url, headers: { authorization: `Bearer ${bearer}` }, ...(method === 'PUT' ? { payload: { name: 'Gone' } } : {}) });
+      // Seen alive: for the next seconds the session is not asked again.
+      expect((await as('GET', '/api/auth/me')).statusCode).toBe(200);
+      await sql`delete from auth.users where id = ${user.id}`;
+      for (const [method, url] of [
+        ['GET', '/api/auth/me'],
+        ['GET', '/api/users/me'],
+        ['GET', `/api/users/${user.id}`],
+        ['PUT', `/api/users/${user.id}`],
+      ] as const) {
+        const response = await as(method, url);
+        expect([method, url, response.statusCode, response.json()]).toEqual([method, url, 401, { success: false, error: 'Authentication required', statusCode: 401 }]);
+      }
+      const admin = await signLegacyAdminToken(TEST_ADMIN_JWT_SECRET, 'ops-admin');
+      expect((await as('GET', `/api/users/${user.id}`, admin)).statusCode).toBe(404);
+    } finally {
+      await ownApp.close();
+      await sql.end();
+      await database.drop();
+    }
+  });
+});
+
 describe('the log line of a refused token', () => {
   it('says why it was refused, which the 401 does not', async () => {
     // A database of its own, as above: without Supabase Auth the stack's has no auth.sessions to look in.

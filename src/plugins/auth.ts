@@ -2,7 +2,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookH
 import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
-import { credentialsRefused, forbidden, fromPostgresError, serviceUnavailable } from '../lib/errors.ts';
+import { AppError, credentialsRefused, forbidden, fromPostgresError, serviceUnavailable } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
 import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, SecretMissingError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
@@ -80,6 +80,24 @@ export function requireCaller(app: FastifyInstance) {
 export function callerOf(request: FastifyRequest): Caller {
   if (!request.caller) throw new Error('route has no auth guard');
   return request.caller;
+}
+
+/**
+ * Runs `work`, a read or change of the user `userId`. When that is the
+ * signed-in caller and it is not found (404), the account was deleted in the
+ * seconds its session stays cached: its token, asked afresh, is refused with
+ * 401, which sends a front end back to sign in, where 404 left it stuck.
+ */
+export async function aboutUser<T>(app: FastifyInstance, request: FastifyRequest, userId: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const ownAccount = request.caller?.kind === 'user' && request.caller.userId === userId;
+    if (ownAccount && error instanceof AppError && error.statusCode === 404) {
+      await app.callerFromToken(bearerToken(request) ?? '', request.log, { fresh: true });
+    }
+    throw error;
+  }
 }
 
 /** Elevated (there is no caller yet): is the session open (or `known` so), and which roles does its user hold? */

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { type Config, resetPasswordUrl } from '../../config.ts';
 import { AppError, badRequest, unauthorized } from '../../lib/errors.ts';
 import { MessageResponseSchema, PasswordSchema } from '../../lib/schemas.ts';
-import { bearerToken } from '../../plugins/auth.ts';
+import { aboutUser, bearerToken } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { noStore } from '../../plugins/security.ts';
 import {
@@ -207,7 +207,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     async function getMe(request) {
       const caller = request.caller;
       if (caller?.kind !== 'user') throw unauthorized();
-      return { success: true as const, data: await auth.me(caller) };
+      return { success: true as const, data: await aboutUser(app, request, caller.userId, () => auth.me(caller)) };
     },
   );
 

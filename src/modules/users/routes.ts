@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { callerOf, requireCaller } from '../../plugins/auth.ts';
+import { aboutUser, callerOf, requireCaller } from '../../plugins/auth.ts';
 import { noStore } from '../../plugins/security.ts';
 import {
   CreateUserBodySchema,
@@ -26,7 +26,7 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
     { onRequest: app.requireUser, schema: { tags, security, summary: 'The signed-in user', response: { 200: UserResponseSchema } } },
     async function getOwnUser(request) {
       const caller = callerOf(request);
-      return { success: true as const, data: await users.getUser(caller, caller.userId) };
+      return { success: true as const, data: await aboutUser(app, request, caller.userId, () => users.getUser(caller, caller.userId)) };
     },
   );
 
@@ -48,7 +48,8 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: { tags, security, summary: 'A user (self or admin)', params: UserIdParamsSchema, response: { 200: UserResponseSchema } },
     },
     async function getUser(request) {
-      return { success: true as const, data: await users.getUser(callerOf(request), request.params.id) };
+      const { id } = request.params;
+      return { success: true as const, data: await aboutUser(app, request, id, () => users.getUser(callerOf(request), id)) };
     },
   );
 
@@ -84,7 +85,9 @@ const usersRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async function updateUser(request) {
-      return { success: true as const, message: 'User updated', data: await users.updateUser(callerOf(request), request.params.id, request.body, request.log) };
+      const { id } = request.params;
+      const data = await aboutUser(app, request, id, () => users.updateUser(callerOf(request), id, request.body, request.log));
+      return { success: true as const, message: 'User updated', data };
     },
   );
 };
