@@ -39,7 +39,8 @@ describe('npm run grant-role and revoke-role', () => {
   it('an e-mail that two accounts share (single sign-on) changes neither, and names both', async () => {
     const first = await createAuthUser(sql(), { name: 'First Holder' });
     const second = await createAuthUser(sql(), { name: 'Second Holder' });
-    await sql()`update public.profiles set email = ${first.email} where id = ${second.id}`;
+    // Two accounts, one address in two cases (the auth server's unique index tells case apart; the role commands do not).
+    await sql()`update auth.users set email = ${first.email.toUpperCase()} where id = ${second.id}`;
     const refused = await roleCommand('grant', first.email, 'editor');
     expect(refused.code).toBe(1);
     expect(refused.stderr.trim()).toBe(
