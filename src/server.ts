@@ -5,8 +5,8 @@ import { nodeVersionWarning } from './lib/node-version.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
 import { createCountryLookup } from './modules/analytics/geo.ts';
 
-// The process: configuration, listening, and a graceful close on SIGINT or
-// SIGTERM (stop accepting, finish requests in flight, flush, close pools).
+// The process: configuration, listening, and a graceful close on SIGINT,
+// SIGTERM or SIGHUP (stop accepting, finish requests in flight, flush, close pools).
 // Requests in flight are bounded by their share of the deadline
 // (lib/shutdown-budget.ts): the server closes only when the last one has
 // ended, and the flush and the pool's close come after that.
@@ -73,6 +73,9 @@ async function main() {
   // A problem the start would have refused, found later (app.ts, onFatal), ends the process the same way.
   const app = await buildApp({ config, onFatal: exitOnConfigError }).catch(exitOnConfigError);
 
+  // SIGHUP: the terminal the server ran in was closed (an SSH session ended), which
+  // ended the process on the spot, requests in flight and all, with no line in the log.
+  const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   let closing = false;
   let endReadinessWait: (() => void) | undefined;
   const close = async (signal: string) => {
@@ -92,7 +95,7 @@ async function main() {
       });
     }
     // From here a further signal ends the process as Node does by default.
-    process.removeListener('SIGINT', onSignal).removeListener('SIGTERM', onSignal);
+    for (const signal of SHUTDOWN_SIGNALS) process.removeListener(signal, onSignal);
     app.log.info({ signal }, 'shutting down');
     const { responsesMs, connectionsMs } = shutdownBudget(config.SHUTDOWN_TIMEOUT_MS);
     // Downloads and event streams still running are cut; then every connection
@@ -123,7 +126,7 @@ async function main() {
     }
   };
   const onSignal = (signal: NodeJS.Signals) => void close(signal);
-  process.on('SIGINT', onSignal).on('SIGTERM', onSignal);
+  for (const signal of SHUTDOWN_SIGNALS) process.on(signal, onSignal);
 
   try {
     await app.listen({ port: config.PORT, host: config.HOST });

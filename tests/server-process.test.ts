@@ -112,6 +112,17 @@ describe('graceful shutdown', () => {
   });
 });
 
+describe('SIGHUP (the terminal the server ran in closed)', () => {
+  it('shuts down as SIGTERM does: logged, clean, exit 0', async () => {
+    const { server } = await startHealthy();
+    server.child.kill('SIGHUP');
+    expect(await server.exited).toBe(0);
+    const lines = server.output().trim().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+    expect(lines.find((line) => line.msg === 'shutting down')).toMatchObject({ signal: 'SIGHUP' });
+    expect(lines.at(-1)).toMatchObject({ msg: 'shut down', signal: 'SIGHUP' });
+  });
+});
+
 describe('readiness withdrawn before the shutdown (SHUTDOWN_DELAY_MS)', () => {
   const start = (delayMs: number) => startHealthy({ SHUTDOWN_DELAY_MS: String(delayMs) });
 
