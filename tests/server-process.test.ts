@@ -200,13 +200,13 @@ describe('a login too strong, found when the database first answers', () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  /** The server in production against `databaseUrl`, with every secret, logging nothing. */
-  async function startProduction(databaseUrl: string) {
+  /** The server in production against `databaseUrl`, with every secret, logging nothing unless told. */
+  async function startProduction(databaseUrl: string, logLevel = 'silent') {
     const port = await freePort();
     const server = startServer({
       NODE_ENV: 'production',
       PORT: String(port),
-      LOG_LEVEL: 'silent',
+      LOG_LEVEL: logLevel,
       DATABASE_URL: databaseUrl,
       SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
       ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
@@ -271,11 +271,16 @@ describe('a login too strong, found when the database first answers', () => {
     const state = { down: true, delayMs: 0 };
     const proxy = await startPostgresProxy(state);
     cleanups.push(proxy.close);
-    const server = await startProduction(asLoginRole(proxy.url));
+    const server = await startProduction(asLoginRole(proxy.url), 'info');
     await untilHealth(server, 503);
     state.down = false;
     await untilHealth(server, 200);
     expect(server.child.exitCode).toBeNull();
-    expect(server.output()).toBe('');
+    // The log says the database was silent at the start, and when it answered.
+    const messages = () => server.output().trim().split('\n').map((line) => JSON.parse(line) as { level: number; msg: string });
+    await expect.poll(() => messages().some((line) => line.msg === 'the database answers'), { timeout: 5_000 }).toBe(true);
+    const silent = messages().findIndex((line) => line.level === 40 && line.msg.startsWith('the database does not answer at the start'));
+    expect(silent).toBeGreaterThan(-1);
+    expect(messages().findIndex((line) => line.msg === 'the database answers')).toBeGreaterThan(silent);
   });
 });

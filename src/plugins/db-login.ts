@@ -67,26 +67,37 @@ async function firstAnswer(db: Database, attempt: Promise<string | undefined>, s
   }
 }
 
+export interface LoginCheckHooks {
+  /** The app's close: the database is asked no more. */
+  signal: AbortSignal;
+  /** A problem found when a database silent at the start first answered. */
+  late(problem: string): void;
+  /** The database did not answer at the start (`error`: how its attempt failed, if it did). */
+  silent(error: unknown): void;
+  /** A database silent at the start answered, and its login is fine. */
+  answered(): void;
+}
+
 /**
  * Judges DATABASE_URL's login. The start waits for the first attempt, at
  * most START_WAIT_MS, and gets its problem (or undefined); a login the
  * database refused throws a ConfigError in every environment, for nothing
  * could run. A database down or still silent by then does not hold the
- * start (/health reports it): the login is judged on its first answer, and
- * a problem found then (a refusal too) goes to `late`, unless `signal` (the
- * app's close) came first.
+ * start (/health reports it; `silent` says so in the log): the login is
+ * judged on its first answer, and a problem found then (a refusal too) goes
+ * to `late`, else `answered` is called, unless `signal` (the app's close)
+ * came first.
  */
-export async function checkLogin(
-  db: Database,
-  { signal, late }: { signal: AbortSignal; late: (problem: string) => void },
-): Promise<string | undefined> {
+export async function checkLogin(db: Database, { signal, late, silent, answered }: LoginCheckHooks): Promise<string | undefined> {
   const attempt = ownerOrSuperuserLogin(db);
   attempt.catch(() => {});
+  let failure: unknown;
   const atStart = await Promise.race([
     attempt.then(
       (problem) => ({ problem }),
       (error: unknown) => {
         const refused = refusedLogin(error);
+        failure = error;
         return refused === undefined ? undefined : { refused };
       },
     ),
@@ -94,8 +105,11 @@ export async function checkLogin(
   ]);
   if (atStart && 'refused' in atStart) throw new ConfigError(`Invalid configuration: ${atStart.refused}`);
   if (atStart) return atStart.problem;
+  silent(failure);
   void firstAnswer(db, attempt, signal).then((problem) => {
-    if (problem && !signal.aborted) late(problem);
+    if (signal.aborted) return;
+    if (problem) late(problem);
+    else answered();
   });
   return undefined;
 }

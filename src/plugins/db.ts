@@ -288,11 +288,24 @@ export default fp<{ config: Config; onFatal?: (error: Error) => void }>(
         if (onFatal) onFatal(error);
         else app.log.error(error.message);
       };
-      const problem = await checkLogin(db, { signal: closing.signal, late });
+      let silentAtStart = false;
+      const problem = await checkLogin(db, {
+        signal: closing.signal,
+        late,
+        // The start goes on without it; without this line the first sign of trouble was a failed request.
+        silent: (error) => {
+          silentAtStart = true;
+          app.log.warn({ err: error }, 'the database does not answer at the start: requests that need it get 503 until it does; its login is judged when it answers');
+        },
+        answered: () => {
+          app.log.info('the database answers');
+          void warnIfSchemaBehind(db, app.log);
+        },
+      });
       const error = problem === undefined ? undefined : refusal(problem);
       if (error) throw error;
-      // Not awaited: the start does not wait on it, and a database down now is not asked again.
-      void warnIfSchemaBehind(db, app.log);
+      // Not awaited: the start does not wait on it. A database silent now is asked when it answers.
+      if (!silentAtStart) void warnIfSchemaBehind(db, app.log);
     });
     app.addHook('onClose', async () => {
       closing.abort();
