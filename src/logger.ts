@@ -5,7 +5,11 @@ import pino, { type DestinationStream, type LoggerOptions } from 'pino';
 export const LOG_LEVELS = { error: 50, warn: 40, info: 30, http: 25, debug: 20 } as const;
 export type LogLevel = keyof typeof LOG_LEVELS;
 
-const PRETTY = { target: 'pino-pretty', options: { colorize: true, customLevels: 'http:25' } };
+/**
+ * The terminal's output. pino-pretty names only the levels it is given when
+ * `useOnlyCustomProps` is left on: every level but `http` printed as USERLVL.
+ */
+export const PRETTY = { target: 'pino-pretty', options: { colorize: true, customLevels: 'http:25', useOnlyCustomProps: false } };
 
 /**
  * Options of the app's logger. With `persist`, entries at warn and above also
@@ -35,6 +39,10 @@ export function loggerOptions(
         'req.headers.cookie',
         'req.headers["x-api-key"]',
         'res.headers["set-cookie"]',
+        // ioredis puts the failed command on its errors, arguments and all: a refused AUTH's are
+        // REDIS_URL's user and password. Every error is logged as `err` (pino files a bare one there).
+        'err.command.args',
+        'err.aggregateErrors[*].command.args',
       ],
       censor: '[redacted]',
     },

@@ -199,8 +199,10 @@ export default fp<AuthPluginOptions>(
         verified = await verify(token);
       } catch (error) {
         if (error instanceof InvalidTokenError) {
-          if (error instanceof SignatureMismatchError && error.issuer === ownIssuer) warnOfWrongSecret(log);
-          if (error instanceof SecretMissingError && error.issuer === ownIssuer) warnOfMissingSecret(log);
+          // Without SUPABASE_URL no token is of our auth server: a token without `iss` is not either.
+          const ours = (issuer: unknown) => ownIssuer !== undefined && issuer === ownIssuer;
+          if (error instanceof SignatureMismatchError && ours(error.issuer)) warnOfWrongSecret(log);
+          if (error instanceof SecretMissingError && ours(error.issuer)) warnOfMissingSecret(log);
           throw credentialsRefused(`token refused: ${error.message}`);
         }
         if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);

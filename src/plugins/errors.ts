@@ -30,6 +30,19 @@ function detailsFrom(issues: ValidationIssue[], context: string | undefined): Fi
   return details;
 }
 
+/**
+ * 503 of a part the operator left unconfigured, a supported setup the start
+ * warns of once (Supabase Auth without SUPABASE_URL, say). No failure, and any
+ * client may ask for it as often as its budget allows: logged as a refusal
+ * (warn, no stack, not stored), its `reason` naming the missing setting.
+ */
+export class NotConfiguredError extends AppError {
+  constructor(message: string, reason: string) {
+    super(503, message);
+    this.reason = reason;
+  }
+}
+
 /** What the client sees for an error: status, message and optional details. */
 function describe(error: FastifyError | AppError | Error): { statusCode: number; message: string; details?: FieldErrors } {
   if (error instanceof AppError) return { statusCode: error.statusCode, message: error.message, details: error.details };
@@ -118,7 +131,9 @@ function logRefusal(request: FastifyRequest, statusCode: number, error: string, 
 export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   const { statusCode, message, details } = describe(error);
   if (!request.raw.complete) dropRestOfBody(request, reply);
-  if (statusCode >= 500 && !(error instanceof ShuttingDownError)) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
+  // A shutdown's 503 comes with every deploy, a part left unconfigured's with every call: refusals, not failures.
+  const expected = error instanceof ShuttingDownError || error instanceof NotConfiguredError;
+  if (statusCode >= 500 && !expected) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
   else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, whoAskedWhat(request));
   else logRefusal(request, statusCode, message, error instanceof AppError && error.reason ? { reason: error.reason } : undefined);
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No

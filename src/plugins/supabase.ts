@@ -4,6 +4,7 @@ import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { withinDeadline as raceDeadline } from '../lib/deadline.ts';
 import { type AppError, badRequest, internalError, RateLimitError, serviceUnavailable, validationFailed, withCause } from '../lib/errors.ts';
+import { NotConfiguredError } from './errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's
@@ -43,7 +44,14 @@ export function isAuthServerDown(error: unknown): boolean {
   return typeof status === 'number' && status > 500;
 }
 
-export const authUnavailable = () => serviceUnavailable('Authentication service unavailable');
+const AUTH_UNAVAILABLE = 'Authentication service unavailable';
+export const authUnavailable = () => serviceUnavailable(AUTH_UNAVAILABLE);
+
+/** The settings among `settings` that are not set, as a phrase for a log line: `SUPABASE_ANON_KEY is not set`. */
+function notSet(settings: Record<string, string | undefined>): string {
+  const missing = Object.keys(settings).filter((name) => !settings[name]);
+  return missing.length === 1 ? `${missing[0]} is not set` : `${missing.join(' and ')} are not set`;
+}
 
 /**
  * What a failure that is the auth server's, not the client's, means for the
@@ -133,6 +141,10 @@ export function withinDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<
 export function createSupabaseAuth(config: Config): SupabaseAuth {
   const { SUPABASE_URL: url, SUPABASE_ANON_KEY: anonKey, SUPABASE_SERVICE_ROLE_KEY: serviceKey } = config;
   const configured = Boolean(url && anonKey);
+  // Not configured is the operator's choice, told once at the start: the same answer as the auth
+  // server down (503), but logged as a refusal (plugins/errors.ts), since anyone can ask for it.
+  const authNotConfigured = () => new NotConfiguredError(AUTH_UNAVAILABLE, `Supabase Auth is not configured: ${notSet({ SUPABASE_URL: url, SUPABASE_ANON_KEY: anonKey })}`);
+  const adminNotConfigured = () => new NotConfiguredError(AUTH_UNAVAILABLE, notSet({ SUPABASE_URL: url, SUPABASE_SERVICE_ROLE_KEY: serviceKey }));
   const authFetch = deadlineFetch(config.AUTH_TIMEOUT_MS);
   let adminClient: SupabaseClient | undefined;
 
@@ -141,7 +153,7 @@ export function createSupabaseAuth(config: Config): SupabaseAuth {
     canAdminister: Boolean(url && serviceKey),
     timeoutMs: config.AUTH_TIMEOUT_MS,
     forRequest(ip, accessToken) {
-      if (!url || !anonKey) throw authUnavailable();
+      if (!url || !anonKey) throw authNotConfigured();
       // The caller's token travels as a header, never as a stored session: a
       // stored session without a refresh token makes supabase-js try a refresh
       // in the background, whose rejection nobody awaits (it ended the process).
@@ -153,7 +165,7 @@ export function createSupabaseAuth(config: Config): SupabaseAuth {
       });
     },
     admin() {
-      if (!url || !serviceKey) throw authUnavailable();
+      if (!url || !serviceKey) throw adminNotConfigured();
       adminClient ??= createClient(url, serviceKey, {
         auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
         global: { fetch: authFetch },
@@ -167,7 +179,10 @@ export default fp<{ config: Config }>(
   async function supabasePlugin(app: FastifyInstance, { config }) {
     const auth = createSupabaseAuth(config);
     // Allowed (an API without accounts still serves feedback and analytics), but never silent.
-    if (!auth.configured) app.log.warn('Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY): sign up, sign in and the other /api/auth routes answer 503');
+    if (!auth.configured) {
+      const missing = notSet({ SUPABASE_URL: config.SUPABASE_URL, SUPABASE_ANON_KEY: config.SUPABASE_ANON_KEY });
+      app.log.warn(`Supabase Auth is not configured (SUPABASE_URL, SUPABASE_ANON_KEY): ${missing}; sign up, sign in and the other /api/auth routes answer 503`);
+    }
     // Sign-in works without it, so its absence would first show as an admin's unexplained 503.
     else if (!config.SUPABASE_SERVICE_ROLE_KEY) {
       app.log.warn(
