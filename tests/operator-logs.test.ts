@@ -78,6 +78,8 @@ describe('Supabase Auth not configured (no SUPABASE_URL, no SUPABASE_ANON_KEY)',
       { url: '/api/auth/signin', payload: { email: 'someone@example.com', password: 'a-password' } },
       { url: '/api/auth/refresh', payload: { refreshToken: 'a-refresh-token' } },
       { url: '/api/auth/signup', payload: { email: 'someone@example.com', password: 'a-password-123', name: 'Someone' } },
+      // The dashboard's sign-in form, open to anyone as well.
+      { url: '/admin/status/session', payload: { email: 'someone@example.com', password: 'a-password' } },
     ];
     try {
       for (const { url, payload } of calls) {
