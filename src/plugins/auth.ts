@@ -31,6 +31,8 @@ declare module 'fastify' {
     callerFromToken(token: string, log: FastifyBaseLogger, options?: { fresh?: boolean }): Promise<Caller>;
     /** Forgets a cached session at once (this instance signed it out). */
     forgetSession(sessionId: string): void;
+    /** Forgets every cached session of a user at once (this instance ended them all: a password reset). */
+    forgetUserSessions(userId: string): void;
     /**
      * The user and session an access token of ours names, expired or not (its
      * signature verified), or null for any other token; 503 when the signing
@@ -142,9 +144,9 @@ export default fp<AuthPluginOptions>(
     if (config.LEGACY_ADMIN_TOKEN === 'on' && !config.ADMIN_JWT_SECRET) {
       app.log.warn('ADMIN_JWT_SECRET is not set: legacy admin tokens (npm run admin-token) are all refused (401); set it, or LEGACY_ADMIN_TOKEN=off');
     }
-    // Sessions seen open, each trusted for sessionCacheMs. Bounded: a flood of
-    // distinct valid sessions cannot grow it without end (the oldest go first).
-    const seenAlive = new LRUCache<string, true>({ max: sessionCacheMax, ttl: sessionCacheMs });
+    // Sessions seen open (session id → its user), each trusted for sessionCacheMs. Bounded: a
+    // flood of distinct valid sessions cannot grow it without end (the oldest go first).
+    const seenAlive = new LRUCache<string, string>({ max: sessionCacheMax, ttl: sessionCacheMs });
 
     // Every token the project's auth server issues failing its signature check: the API was given
     // another project's secret (or an old one). Each user only sees 401; the operator is told why.
@@ -182,13 +184,18 @@ export default fp<AuthPluginOptions>(
       sessionsForgotten += 1;
       seenAlive.delete(sessionId);
     });
+    // Rare (a password reset), so a walk over the cache (at most sessionCacheMax entries) will do.
+    app.decorate('forgetUserSessions', (userId: string) => {
+      sessionsForgotten += 1;
+      for (const [sessionId, owner] of seenAlive.entries()) if (owner === userId) seenAlive.delete(sessionId);
+    });
 
     /** Is the session still open in auth.sessions, and which roles does its user hold? One query. */
     async function sessionState(userId: string, sessionId: string) {
       const cached = seenAlive.has(sessionId);
       const forgottenBefore = sessionsForgotten;
       const [row] = await app.db.bounded(selectSessionStateElevated(app.db.sql, userId, sessionId, cached));
-      if (row.active && !cached && sessionsForgotten === forgottenBefore) seenAlive.set(sessionId, true);
+      if (row.active && !cached && sessionsForgotten === forgottenBefore) seenAlive.set(sessionId, userId);
       return row;
     }
 

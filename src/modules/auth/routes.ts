@@ -27,6 +27,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     resetRedirectUrl: resetPasswordUrl(config),
     linkProviders: config.AUTH_LINK_PROVIDERS,
     forgetSession: app.forgetSession,
+    forgetUserSessions: app.forgetUserSessions,
     claims: app.exclusiveClaims,
   });
   const tags = ['auth'];

@@ -27,6 +27,7 @@ export interface AuthServiceDeps {
   resetRedirectUrl: string;
   linkProviders: readonly string[];
   forgetSession(sessionId: string): void;
+  forgetUserSessions(userId: string): void;
   /** Addresses whose reset e-mail is being asked for, held across instances. */
   claims: ExclusiveClaims;
 }
@@ -94,15 +95,22 @@ export function createAuthService(deps: AuthServiceDeps) {
         weak_password: badRequest('Password must be at least 6 characters'),
       });
     }
-    const { error } = await client.auth.signOut({ scope: 'global' });
-    if (error) {
-      // The password has changed and the token is spent: a 503 now would
-      // send the user back to a link that no longer works. The auth server
-      // ended the other sessions with the password change; the one the
-      // token opened would live on unused for 30 days. So the sessions are
-      // ended here, as its global /logout ends them, and the answer is 200.
-      log.warn({ err: error }, "the auth server did not end the sessions after a password reset; they are ended in the database");
-      await db.bounded(endAllSessionsElevated(db.sql, verified.data.session.user.id));
+    const userId = verified.data.session.user.id;
+    try {
+      const { error } = await client.auth.signOut({ scope: 'global' });
+      if (error) {
+        // The password has changed and the token is spent: a 503 now would
+        // send the user back to a link that no longer works. The auth server
+        // ended the other sessions with the password change; the one the
+        // token opened would live on unused for 30 days. So the sessions are
+        // ended here, as its global /logout ends them, and the answer is 200.
+        log.warn({ err: error }, "the auth server did not end the sessions after a password reset; they are ended in the database");
+        await db.bounded(endAllSessionsElevated(db.sql, userId));
+      }
+    } finally {
+      // Ended, or at least every session but the token's, with the password change: none is
+      // trusted from this instance's cache for its remaining seconds (the old tokens worked for up to 5 s).
+      deps.forgetUserSessions(userId);
     }
   }
 
