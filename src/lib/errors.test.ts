@@ -20,3 +20,39 @@ describe('fromPostgresError', () => {
     }
   });
 });
+
+describe('fromPostgresError on a refused connection', () => {
+  // What postgres.js rejects with when CONNECT on the database is revoked: the refusal of a new connection.
+  const connectRevoked = {
+    severity_local: 'FATAL',
+    severity: 'FATAL',
+    code: '42501',
+    detail: 'User does not have CONNECT privilege.',
+    routine: 'CheckMyDatabase',
+    message: 'permission denied for database "portfolio"',
+  };
+
+  it('answers a connection the database refuses at its start (FATAL 42501) as a database outage: 503, not 403', () => {
+    expect(fromPostgresError(connectRevoked)).toMatchObject({ statusCode: 503, message: 'Database unavailable' });
+    // A server whose messages are translated still sends the untranslated severity; an old one only the translated.
+    expect(fromPostgresError({ ...connectRevoked, severity: undefined })).toMatchObject({ statusCode: 503 });
+  });
+
+  it("keeps a statement's 42501 (a table's privilege, row-level security) the caller's: 403", () => {
+    for (const severity of ['ERROR', undefined]) {
+      expect(fromPostgresError({ code: '42501', severity, severity_local: severity }), String(severity)).toMatchObject({
+        statusCode: 403,
+        message: 'Insufficient permissions',
+      });
+    }
+  });
+
+  it('answers the other logins refused while the app runs (role, password, database gone) as 503, not a 500', () => {
+    for (const code of ['28000', '28P01', '3D000']) {
+      expect(fromPostgresError({ code, severity: 'FATAL' }), code).toMatchObject({ statusCode: 503, message: 'Database unavailable' });
+    }
+    // A role setting the server refuses when the connection starts ends the session too.
+    expect(fromPostgresError({ code: '22023', severity: 'FATAL' })).toMatchObject({ statusCode: 503, message: 'Database unavailable' });
+    expect(fromPostgresError({ code: '22023', severity: 'ERROR' })).toBeUndefined();
+  });
+});

@@ -56,6 +56,18 @@ export function constraintOf(error: unknown): string | undefined {
   return typeof name === 'string' ? name : undefined;
 }
 
+/**
+ * Whether PostgreSQL ended the session with `error` (FATAL or PANIC) rather than
+ * refused one statement (ERROR): a connection refused at its start (CONNECT
+ * revoked, the login's role taken away) or cut. `severity` is the untranslated
+ * one (PostgreSQL 9.6+); `severity_local` follows lc_messages.
+ */
+function endedTheSession(error: unknown): boolean {
+  const { severity, severity_local: local } = error as { severity?: unknown; severity_local?: unknown };
+  const level = severity ?? local;
+  return level === 'FATAL' || level === 'PANIC';
+}
+
 /** Maps Postgres SQLSTATE codes (never message text) to client errors. */
 export function fromPostgresError(error: unknown): AppError | undefined {
   const code = errorCode(error);
@@ -72,7 +84,10 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case '22P05': // a NUL in jsonb
       return badRequest('Invalid value');
     case '42501':
-      return forbidden();
+      // A statement's (a table's privilege, row-level security) is the caller's; one that ends the
+      // session is the database refusing the connection itself (CONNECT revoked, the login no longer
+      // granted service_role): every request fails alike, an outage for the 5xx alerts, not a 403.
+      return endedTheSession(error) ? serviceUnavailable('Database unavailable') : forbidden();
     case '57014': // statement_timeout (or a cancelled query): the database is busy, not broken
     case '55P03': // lock_not_available
     case '40P01': // deadlock_detected: one of two transactions is cancelled; a retry succeeds
@@ -93,9 +108,16 @@ export function fromPostgresError(error: unknown): AppError | undefined {
     case 'ECONNREFUSED':
     case 'ECONNRESET': // the server ended the connection (pg_terminate_backend, failover)
     case 'EPIPE': // the same, seen by a write after the server's end of the socket closed
+    // A login refused while the app runs (plugins/db-login.ts ends the start on these): a role
+    // dropped or barred from logging in, a password changed, the database dropped or renamed.
+    case '28000':
+    case '28P01':
+    case '3D000':
       return serviceUnavailable('Database unavailable');
     default:
-      return undefined;
+      // Any other session the server ended (a role setting refused at connection start, an idle
+      // session timed out): the connection is gone, not the request at fault.
+      return endedTheSession(error) ? serviceUnavailable('Database unavailable') : undefined;
   }
 }
 

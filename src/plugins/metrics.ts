@@ -131,16 +131,27 @@ export default fp<MetricsOptions>(
       return (user + system) / 1e6;
     });
 
-    app.addHook('onResponse', function countResponse(request: FastifyRequest, reply, done) {
-      if (request.routeOptions.config?.metrics === false) return done();
+    function count(request: FastifyRequest, statusCode: number, elapsedMs: number) {
       const route = request.routeOptions.url ?? UNMATCHED;
-      requests.inc({ method: request.method, route, status_class: `${Math.floor(reply.statusCode / 100)}xx` });
-      responses.inc({ status_code: String(reply.statusCode) });
-      duration.observe(request.method, route, reply.elapsedTime);
-      recent.record(reply.elapsedTime);
+      requests.inc({ method: request.method, route, status_class: `${Math.floor(statusCode / 100)}xx` });
+      responses.inc({ status_code: String(statusCode) });
+      duration.observe(request.method, route, elapsedMs);
+      recent.record(elapsedMs);
       window.record();
+    }
+    app.addHook('onResponse', function countResponse(request: FastifyRequest, reply, done) {
+      if (request.routeOptions.config?.metrics !== false) count(request, reply.statusCode, reply.elapsedTime);
       done();
     });
+    // A response that closed before it was sent in full (the client gave up on a slow answer, a
+    // download cut) never reaches onResponse: counted here, 499 when no answer had begun, with the
+    // time it was waited for, so slow answers nobody waited for still show. request-log.ts tells
+    // of them (app.ts registers it first); an app without it counts no such requests.
+    if (app.hasDecorator('onUnfinishedResponse')) {
+      app.onUnfinishedResponse(function countUnfinishedResponse(request, reply, statusCode) {
+        if (request.routeOptions.config?.metrics !== false) count(request, statusCode, reply.elapsedTime);
+      });
+    }
 
     const snapshot = async () =>
       snapshotFrom({

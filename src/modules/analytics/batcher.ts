@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
-import { errorCode, serviceUnavailable, ShuttingDownError } from '../../lib/errors.ts';
+import { errorCode, serviceUnavailable, ShuttingDownError, withCause } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
 import { type EventRow, insertEventBatchQueryElevated, storedIds } from './ingest-queries.ts';
@@ -16,8 +16,14 @@ import { type EventRow, insertEventBatchQueryElevated, storedIds } from './inges
 
 /** `refused`: the database refused the row's own data (nothing stored). */
 export type RecordOutcome = 'stored' | 'unknown-website' | 'refused';
-/** A row of a batch written one row at a time whose turn never came, the database having failed first. */
-type RowOutcome = RecordOutcome | 'not-written';
+/** A row of a batch written one row at a time whose turn never came, the database having failed first (`cause`). */
+class NotWritten {
+  readonly cause: unknown;
+  constructor(cause: unknown) {
+    this.cause = cause;
+  }
+}
+type RowOutcome = RecordOutcome | NotWritten;
 
 export interface AnalyticsBatcher {
   /** Resolves after commit, or once the row is refused; rejects with 503 when the batch fails or the queue is full. */
@@ -124,7 +130,8 @@ export default fp<{ config: Config }>(
         } catch (error) {
           if (!isRowDataError(error)) {
             app.log.error({ err: error, events: rows.length - outcomes.length }, 'analytics batch failed; its requests get 503');
-            return [...outcomes, ...rows.slice(outcomes.length).map((): RowOutcome => 'not-written')];
+            const notWritten = new NotWritten(error);
+            return [...outcomes, ...rows.slice(outcomes.length).map((): RowOutcome => notWritten)];
           }
           logRefused(row, error);
           outcomes.push('refused');
@@ -168,9 +175,11 @@ export default fp<{ config: Config }>(
           if (error instanceof QueueFullError) throw serviceUnavailable('Too many analytics events waiting; try again shortly');
           if (error instanceof QueueTimeoutError) throw serviceUnavailable('Analytics events are being written slowly; try again shortly');
           if (error instanceof ClosedError) throw new ShuttingDownError('Service is shutting down');
-          throw serviceUnavailable('Analytics event could not be stored');
+          // The batch's failure: each request's `request failed` line says why (the batch's own
+          // line has no request ids), its client only that the event was not stored.
+          throw withCause(serviceUnavailable('Analytics event could not be stored'), error);
         }
-        if (outcome === 'not-written') throw serviceUnavailable('Analytics event could not be stored');
+        if (outcome instanceof NotWritten) throw withCause(serviceUnavailable('Analytics event could not be stored'), outcome.cause);
         return outcome;
       },
       admit(reply: FastifyReply) {
