@@ -397,9 +397,10 @@ describe('app foundation', () => {
     expect(operations.length).toBeGreaterThan(30);
     const errorBody = { description: expect.any(String), content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorResponse' } } } };
     for (const operation of operations) {
-      // The 4XX with the Retry-After header every 429 carries (tests/openapi.test.ts).
-      expect(operation.responses['4XX']).toEqual({ ...errorBody, headers: { 'Retry-After': expect.objectContaining({ schema: { type: 'integer', minimum: 1 } }) } });
-      expect(operation.responses['5XX']).toEqual(errorBody);
+      // With the Retry-After header every 429 and every 503 carries (tests/openapi.test.ts).
+      const retryAfter = { 'Retry-After': expect.objectContaining({ schema: { type: 'integer', minimum: 1 } }) };
+      expect(operation.responses['4XX']).toEqual({ ...errorBody, headers: retryAfter });
+      expect(operation.responses['5XX']).toEqual({ ...errorBody, headers: retryAfter });
     }
     const ui = await app.inject({ method: 'GET', url: '/docs/' });
     expect(ui.statusCode).toBe(200);
@@ -618,6 +619,8 @@ describe('a request arriving on an open connection while the server closes', () 
         return { finished: true };
       });
     });
+    // What the document promises of /health's 503: a typed client reads this body through it.
+    const documented = (await app.inject('/docs/json')).json().paths['/health'].get.responses['503'];
     await app.listen({ host: '127.0.0.1', port: 0 });
     const { port } = app.server.address() as AddressInfo;
     // A request in flight keeps the server closing; the second connection is open before close begins.
@@ -639,6 +642,10 @@ describe('a request arriving on an open connection while the server closes', () 
     expect(headers[0]).toBe('http/1.1 503 service unavailable');
     expect(headers).toEqual(expect.arrayContaining(['x-request-id: late-1', `access-control-allow-origin: ${FRONTEND}`, 'connection: close']));
     expect(JSON.parse(body)).toEqual({ success: false, error: 'Server is shutting down', statusCode: 503, requestId: 'late-1' });
+    const schema = documented.content['application/json'].schema as { required: string[]; properties: Record<string, unknown> };
+    expect(schema.required.filter((field) => !(field in JSON.parse(body)))).toEqual([]);
+    expect(Object.keys(JSON.parse(body)).filter((field) => !(field in schema.properties))).toEqual([]);
+    expect(documented.headers['Retry-After']).toMatchObject({ schema: { type: 'integer' } });
     // Expected at every deploy: a warning without a stack, not an error an alert would page for.
     const entries = lines.map((line) => JSON.parse(line)).filter((entry) => entry.requestId === 'late-1' && entry.level >= 40);
     expect(entries.map(({ level, msg, statusCode, error }) => ({ level, msg, statusCode, error }))).toEqual([

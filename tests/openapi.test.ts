@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { legacyAdmin } from './support/admin-auth.ts';
 import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
 
 // The published OpenAPI document (/docs/json) says what the routes do: the
@@ -229,6 +230,21 @@ describe('the OpenAPI document', () => {
     }
     const refusals = operation('get', '/api/websites').responses['4XX'];
     expect(refusals.headers?.['Retry-After']?.schema).toMatchObject({ type: 'integer' });
+  });
+
+  it('documents the Retry-After header that comes with every 503', async () => {
+    const unreachable = await buildTestApp({ DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    try {
+      const unavailable = await unreachable.inject({ method: 'GET', url: '/api/feedback/get-feedback', headers: await legacyAdmin() });
+      const health = await unreachable.inject('/health');
+      expect([unavailable.statusCode, unavailable.headers['retry-after'], health.statusCode, health.headers['retry-after']]).toEqual([503, '5', 503, '5']);
+      expect(fitsTopLevel(operation('get', '/health').responses['503'].content!['application/json'].schema, health.json())).toEqual({ missing: [], unlisted: [] });
+    } finally {
+      await unreachable.close();
+    }
+    for (const answer of [operation('get', '/api/feedback/get-feedback').responses['5XX'], operation('get', '/health').responses['503'], operation('get', '/api/admin/health').responses['503']]) {
+      expect(answer.headers?.['Retry-After']?.schema).toMatchObject({ type: 'integer' });
+    }
   });
 
   it("documents the limits of an analytics event's page and metadata", async () => {

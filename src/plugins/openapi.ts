@@ -41,6 +41,9 @@ const ERROR_RESPONSE = {
 /** The header of every 429, beside `retryAfter` in its body. */
 const RETRY_AFTER = { description: 'On 429: seconds until the budget resets (the same as `retryAfter`)', schema: { type: 'integer', minimum: 1 } } as const;
 
+/** The header of every 503: when to ask again. */
+const RETRY_AFTER_UNAVAILABLE = { description: 'On 503: seconds to wait before asking again', schema: { type: 'integer', minimum: 1 } } as const;
+
 /**
  * The URL a route is documented under. A route written as '/' under a prefix
  * is registered by Fastify with and without the trailing slash, as one route
@@ -98,6 +101,10 @@ function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
   const answer = (description: string) => ({ description, content: { 'application/json': { schema: reference } } });
   // Every budget's 429 carries it (plugins/errors.ts), the auth server's passed on too: clients that back off read it.
   const refused = { ...answer('Refused: the body says why'), headers: { 'Retry-After': RETRY_AFTER } };
+  // Every 503 carries Retry-After (plugins/errors.ts and the health routes' own).
+  const failed = { ...answer('Failed or unavailable'), headers: { 'Retry-After': RETRY_AFTER_UNAVAILABLE } };
+  const withRetryAfterOn503 = (responses: Record<string, { headers?: object }>) =>
+    responses['503'] ? { ...responses, 503: { ...responses['503'], headers: { ...responses['503'].headers, 'Retry-After': RETRY_AFTER_UNAVAILABLE } } } : responses;
   const paths = Object.fromEntries(
     Object.entries(document.paths ?? {}).map(([path, operations]) => [
       path,
@@ -105,7 +112,7 @@ function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
         // A path item also holds `parameters`, `summary` and the like: only its operations get answers.
         Object.entries(operations).map(([key, value]) => [
           key,
-          HTTP_METHODS.has(key) ? { ...value, responses: { ...value.responses, '4XX': refused, '5XX': answer('Failed or unavailable') } } : value,
+          HTTP_METHODS.has(key) ? { ...value, responses: withRetryAfterOn503({ ...value.responses, '4XX': refused, '5XX': failed }) } : value,
         ]),
       ),
     ]),

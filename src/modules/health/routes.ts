@@ -2,12 +2,15 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { SERVICE_UNAVAILABLE_RETRY_AFTER_S } from '../../lib/errors.ts';
 
-const HealthSchema = z.object({
-  success: z.boolean(),
-  status: z.enum(['ok', 'error']),
-  timestamp: z.iso.datetime(),
-  error: z.string().optional(),
-  statusCode: z.number().int().optional(),
+const HealthSchema = z.object({ success: z.literal(true), status: z.literal('ok'), timestamp: z.iso.datetime() });
+
+const HealthFailureSchema = z.object({
+  success: z.literal(false),
+  status: z.literal('error').optional().describe('Absent when a server that is closing answers a request on a connection still open'),
+  timestamp: z.iso.datetime().optional().describe('Absent as `status` is'),
+  error: z.string(),
+  statusCode: z.literal(503),
+  requestId: z.string().optional().describe('With the error body only (a closing server): the id to quote when reporting it'),
 });
 
 /**
@@ -49,16 +52,16 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
     '/health',
     {
       config: { rateLimit: false },
-      schema: { tags: ['health'], summary: 'Service health', response: { 200: HealthSchema, 503: HealthSchema } },
+      schema: { tags: ['health'], summary: 'Service health', response: { 200: HealthSchema, 503: HealthFailureSchema } },
     },
     async function reportLiveness(request, reply) {
       const timestamp = new Date().toISOString();
       const unavailable = (error: string) =>
-        reply.status(503).header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S).send({ success: false, status: 'error' as const, timestamp, error, statusCode: 503 });
+        reply.status(503).header('retry-after', SERVICE_UNAVAILABLE_RETRY_AFTER_S).send({ success: false as const, status: 'error' as const, timestamp, error, statusCode: 503 as const });
       if (app.readiness.withdrawn) return unavailable('Server is shutting down');
       try {
         await sharedPing();
-        return { success: true, status: 'ok' as const, timestamp };
+        return { success: true as const, status: 'ok' as const, timestamp };
       } catch (error) {
         // Once a minute the error in full, stored too; between, each poll's own `http` line shows its 503.
         if (performance.now() - lastStoredFailure >= STORED_FAILURE_INTERVAL_MS) {
