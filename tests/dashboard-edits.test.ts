@@ -7,7 +7,7 @@ import { usePrivateDatabase } from './support/private-database.ts';
 // Editor act as the owner (`postgres`), past row-level security and the API.
 // Here as this run's superuser, in a database of this file's own (the
 // last-admin rule is about the whole table). docs/admin.md, "Rows edited in
-// the Supabase dashboard"; supabase/migrations/20261129170000_hand_edits.sql.
+// the Supabase dashboard"; supabase/migrations/20261129160900_hand_edits.sql.
 
 const database = usePrivateDatabase('edits');
 const sql = () => database.sql;

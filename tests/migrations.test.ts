@@ -213,6 +213,23 @@ describe('profile names stored before the rule', () => {
 });
 
 describe('rows stored before the 2026-11-29 bounds', () => {
+  it('gives a profile whose e-mail was typed in by hand its account\'s address again, so notifications stop going there', async () => {
+    const db = await scratch({ migrated: false });
+    const later = db.files.slice(db.files.findIndex((file) => file.includes('_hand_edits')));
+    for (const file of later) await rename(path.join(db.directory, file), path.join(db.directory, `${file}.later`));
+    await db.migrate();
+    const [typed, kept] = [crypto.randomUUID(), crypto.randomUUID()];
+    await db.sql`insert into auth.users (id, email, raw_user_meta_data) values (${typed}, 'owner@example.test', '{}'), (${kept}, 'kept@example.test', '{}')`;
+    await db.sql`update public.profiles set email = 'typed-by-hand@example.net' where id = ${typed}`;
+    for (const file of later) await rename(path.join(db.directory, `${file}.later`), path.join(db.directory, file));
+    await db.migrate();
+    const profiles = await db.sql`select id, email from public.profiles where id in (${typed}, ${kept}) order by email`;
+    expect(profiles).toEqual([
+      { id: kept, email: 'kept@example.test' },
+      { id: typed, email: 'owner@example.test' },
+    ]);
+  });
+
   it('are mended: a website over the bounds, and a profile that kept an address its account no longer has', async () => {
     const db = await scratch({ migrated: false });
     const later = db.files.slice(db.files.findIndex((file) => file.includes('_bound_website_columns')));

@@ -109,6 +109,15 @@ $$;
 
 revoke all on function public.handle_updated_auth_user() from public, anon, authenticated;
 
+-- A profile whose e-mail was typed in before this rule takes its account's
+-- again: the typed address would go on getting the admins' notifications
+-- until the account's next change.
+update public.profiles p
+   set email = coalesce(u.email, '')
+  from auth.users u
+ where u.id = p.id
+   and p.email is distinct from coalesce(u.email, '');
+
 -- A profile's e-mail is the account's (auth.users.email, '' when it has none),
 -- written by the triggers above: a row whose account exists may not carry
 -- another. A profile of no account is left to the foreign key to refuse.
