@@ -261,7 +261,9 @@ function routeMethods(app: FastifyInstance) {
       staticPaths.set(path, ROUTE_METHODS.filter((method) => methods.includes(method) || staticPaths.get(path)?.includes(method)));
     }
   });
-  return (path: string): string[] => ROUTE_METHODS.filter((method) => router.find(method, path) !== null);
+  // A path written out whole answers only its own methods: a parametric route that would take it
+  // as a value refuses it (above), so naming that route's methods in Allow would send a client to a 405.
+  return (path: string): string[] => staticPaths.get(routedPath(path)) ?? ROUTE_METHODS.filter((method) => router.find(method, path) !== null);
 }
 
 export default fp(
