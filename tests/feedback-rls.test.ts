@@ -123,15 +123,17 @@ describe('an admin', () => {
     await expect(asUser(sql, admin.id, (tx) => tx`select * from public.feedback_outbox`)).rejects.toMatchObject({ code: '42501' });
   });
 
-  it('cannot break the status rules: resolved needs resolved_at, pending has no resolver', async () => {
+  it('cannot break the status rules: resolved gets its resolved_at (the table sets it), pending has no resolver', async () => {
     const admin = await createAuthUser(sql);
     await grantRole(sql, admin.id, 'admin');
     const id = await feedbackRow();
-    await expect(asUser(sql, admin.id, (tx) => tx`update public.feedback set status = 'resolved' where id = ${id}`)).rejects.toMatchObject({
-      code: '23514',
-    });
     await expect(asUser(sql, admin.id, (tx) => tx`update public.feedback set resolved_by = 'x' where id = ${id}`)).rejects.toMatchObject({
       code: '23514',
     });
+    const [resolved] = await asUser(sql, admin.id, (tx) => tx`update public.feedback set status = 'resolved' where id = ${id} returning resolved_at`);
+    expect(resolved.resolved_at).toBeInstanceOf(Date);
+    await expect(
+      asUser(sql, admin.id, (tx) => tx`update public.feedback set status = 'pending', resolved_by = 'x' where id = ${id}`),
+    ).rejects.toMatchObject({ code: '23514' });
   });
 });
