@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -168,6 +168,47 @@ describe('requests whose connection closes before their answer', () => {
       expect(await countOf(app, 'http_responses_total', { status_code: '499' })).toBe(1);
     } finally {
       await release();
+      await app.close();
+    }
+  });
+  it("a request the server timed out (408, REQUEST_TIMEOUT_MS) is told of as the server's 408, not as its client giving up", async () => {
+    const { app, lines } = await buildTestAppWithLog({ DATABASE_URL: database.url, REQUEST_TIMEOUT_MS: '1000' }, 'http');
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    try {
+      // Its body never arrives in full.
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk) => (answer += chunk)).on('error', () => {});
+      const closed = new Promise((resolve) => socket.on('close', resolve));
+      socket.write('POST /api/feedback/submit-feedback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\nx-request-id: slow-body-1\r\n\r\n{"a":');
+      await Promise.race([closed, sleep(8_000)]);
+      socket.destroy();
+      expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 408 Request Timeout');
+      await sleep(200);
+      const entries = lines.map((line) => JSON.parse(line) as LogEntry).filter((entry) => entry.requestId === 'slow-body-1' && entry.level === 25);
+      expect(entries).toEqual([expect.objectContaining({ msg: 'request timed out before it arrived', statusCode: 408 })]);
+      expect(await countOf(app, 'http_responses_total', { status_code: '408' })).toBe(1);
+      expect(await countOf(app, 'http_responses_total', { status_code: '499' })).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an event stream its client closes (a dashboard tab) is told of as closed, not as an answer cut', async () => {
+    const { app, port, entriesOf } = await listeningApp();
+    try {
+      await new Promise<void>((resolve) => {
+        const request = http.request({ host: '127.0.0.1', port, path: '/admin/status/stream', headers: { ...admin, 'x-request-id': 'stream-1' } });
+        request.on('response', (response) => response.once('data', () => void setTimeout(() => (request.destroy(), resolve()), 200)));
+        request.on('error', () => resolve());
+        request.end();
+      });
+      await waitFor(async () => entriesOf('stream-1').some((entry) => entry.level === 25), 5_000, 'the stream\'s http line');
+      expect(entriesOf('stream-1').filter((entry) => entry.level === 25)).toEqual([
+        expect.objectContaining({ msg: 'event stream closed by the client', statusCode: 200 }),
+      ]);
+    } finally {
       await app.close();
     }
   });

@@ -37,6 +37,19 @@ export const serviceUnavailable = (message = 'Service temporarily unavailable') 
 export const SERVICE_UNAVAILABLE_RETRY_AFTER_S = 5;
 
 /**
+ * 503 of a part the operator left unconfigured, a supported setup the start
+ * warns of once (Supabase Auth without SUPABASE_URL, say). No failure, and any
+ * client may ask for it as often as its budget allows: logged as a refusal
+ * (warn, no stack, not stored), its `reason` naming the missing setting.
+ */
+export class NotConfiguredError extends AppError {
+  constructor(message: string, reason: string) {
+    super(503, message);
+    this.reason = reason;
+  }
+}
+
+/**
  * 503 for a request that arrives while the server closes: expected at every
  * deploy, so the error handler logs it as a refusal (warn, no stack), not as a
  * failure an alert should wake someone for.

@@ -8,12 +8,14 @@ import {
   AppError,
   type FieldErrors,
   fromPostgresError,
+  NotConfiguredError,
   RateLimitError,
   SERVICE_UNAVAILABLE_RETRY_AFTER_S,
   ShuttingDownError,
   UNSUPPORTED_CONTENT_TYPE,
 } from '../lib/errors.ts';
 import { redactUrl } from '../lib/redact.ts';
+import { answeredOnConnection } from './request-log.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
 // {success:false, error, statusCode, details? (400), requestId (5xx)}.
@@ -28,19 +30,6 @@ function detailsFrom(issues: ValidationIssue[], context: string | undefined): Fi
     (details[field] ??= []).push(issue.message ?? 'Invalid value');
   }
   return details;
-}
-
-/**
- * 503 of a part the operator left unconfigured, a supported setup the start
- * warns of once (Supabase Auth without SUPABASE_URL, say). No failure, and any
- * client may ask for it as often as its budget allows: logged as a refusal
- * (warn, no stack, not stored), its `reason` naming the missing setting.
- */
-export class NotConfiguredError extends AppError {
-  constructor(message: string, reason: string) {
-    super(503, message);
-    this.reason = reason;
-  }
 }
 
 /** What the client sees for an error: status, message and optional details. */
@@ -191,6 +180,7 @@ export function clientErrorHandler(this: FastifyInstance, error: Error & { code?
   // request deadline) is only cut: its client would read our bytes as the answer
   // to its next request.
   if (socket.writable && !answeredMidBody.has(socket)) {
+    answeredOnConnection(socket, statusCode);
     const body = JSON.stringify({ success: false, error: message, statusCode });
     socket.write(
       `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +

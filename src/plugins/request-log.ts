@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { LogFn } from 'pino';
@@ -41,9 +42,21 @@ export function requestIdFor(request: IncomingMessage): string {
 
 const roundedMs = (ms: number) => Math.round(ms * 100) / 100;
 
-/** The reply a response belongs to, for the one listener all responses share. */
-const REPLY = Symbol('reply');
-type ResponseOfReply = ServerResponse & { [REPLY]?: FastifyReply };
+/** The reply in flight on a connection, and whether the connection is watched, for the one listener all connections share. */
+const IN_FLIGHT = Symbol('reply in flight');
+const WATCHED = Symbol('watched');
+/** The status the server answered on the connection itself, past Fastify (clientErrorHandler's 408). */
+const ANSWERED = Symbol('answered on the connection');
+type Connection = Socket & { [IN_FLIGHT]?: FastifyReply; [WATCHED]?: true; [ANSWERED]?: number };
+
+/**
+ * The server answered `statusCode` on `connection` itself and closes it (a
+ * request too slow to arrive: 408): the request in flight there is told of
+ * with that status, not as one its client gave up on.
+ */
+export function answeredOnConnection(connection: object, statusCode: number): void {
+  (connection as Connection)[ANSWERED] = statusCode;
+}
 
 /**
  * Returns the request id to the caller and writes one `http` line per request:
@@ -59,13 +72,8 @@ export default fp(
     const listeners: UnfinishedResponseListener[] = [];
     app.decorate('onUnfinishedResponse', (listener: UnfinishedResponseListener) => void listeners.push(listener));
 
-    function logUnfinished(request: FastifyRequest, reply: FastifyReply, statusCode: number, begun: boolean) {
+    function logUnfinished(request: FastifyRequest, reply: FastifyReply, statusCode: number, why: string) {
       if (!request.log.isLevelEnabled('http')) return;
-      const msg = begun
-        ? 'answer cut before its end'
-        : closing
-          ? 'request aborted: its connection was closed by the shutdown'
-          : 'request aborted by the client';
       request.log.http(
         {
           method: request.method,
@@ -75,23 +83,39 @@ export default fp(
           responseTimeMs: roundedMs(reply.elapsedTime),
           ip: request.ip,
         },
-        msg,
+        why,
       );
     }
 
-    // One function for every response, not a closure each: 'close' comes once
-    // per response, sent or not, and costs a check when it was sent. Fastify's
-    // onRequestAbort would miss a request whose body had been read (a POST
-    // waiting on the database): Node marks only one still being read as aborted.
-    function whenResponseCloses(this: ResponseOfReply) {
-      const reply = this[REPLY];
+    // A request whose answer never went out in full gets no onResponse: its
+    // connection closed first (the client gave up, the shutdown closed it, a
+    // download was cut). Watched on the connection, not the response: one
+    // listener a connection, shared by every connection, where one on each
+    // response cost about 3 µs a request (docs/performance.md). A connection
+    // carries one request at a time (browsers do not pipeline; a pipelined
+    // request's earlier ones are not told of). Fastify's onRequestAbort would
+    // miss a request whose body had been read (a POST waiting on the
+    // database): Node marks only one still being read as aborted.
+    /** Why the answer on `connection` did not go out in full, and the status it is told of with. */
+    function unfinished(connection: Connection, reply: FastifyReply): { statusCode: number; why: string } {
+      const answered = connection[ANSWERED];
+      if (answered !== undefined) return { statusCode: answered, why: answered === 408 ? 'request timed out before it arrived' : 'request refused before it arrived' };
+      // An event stream (the dashboard's) ends when its client goes: that is how it ends, not a cut.
+      if (String(reply.getHeader('content-type')).startsWith('text/event-stream')) return { statusCode: reply.statusCode, why: 'event stream closed by the client' };
+      if (reply.raw.headersSent) return { statusCode: reply.statusCode, why: 'answer cut before its end' };
+      if (closing) return { statusCode: CLIENT_CLOSED_REQUEST, why: 'request aborted: its connection was closed by the shutdown' };
+      return { statusCode: CLIENT_CLOSED_REQUEST, why: 'request aborted by the client' };
+    }
+
+    function whenConnectionCloses(this: Connection) {
+      const reply = this[IN_FLIGHT];
       // Taken off by onResponse: the answer was sent, and has its line and count.
       if (reply === undefined) return;
-      const begun = this.headersSent;
-      const statusCode = begun ? reply.statusCode : CLIENT_CLOSED_REQUEST;
+      this[IN_FLIGHT] = undefined;
+      const { statusCode, why } = unfinished(this, reply);
       // An event listener's throw would end the process: no hook's error handling is around it.
       try {
-        logUnfinished(reply.request, reply, statusCode, begun);
+        logUnfinished(reply.request, reply, statusCode, why);
         for (const listener of listeners) listener(reply.request, reply, statusCode);
       } catch (error) {
         reply.log.error({ err: error }, 'an unfinished response could not be logged or counted');
@@ -102,13 +126,20 @@ export default fp(
     // hook costs a promise each time.
     app.addHook('onRequest', function returnRequestId(request, reply, done) {
       reply.header('x-request-id', request.id);
-      const response: ResponseOfReply = reply.raw;
-      response[REPLY] = reply;
-      response.on('close', whenResponseCloses);
+      // inject() has a socket of its own making, which never closes.
+      const connection = request.raw.socket as Connection | null;
+      if (connection) {
+        connection[IN_FLIGHT] = reply;
+        if (connection[WATCHED] === undefined) {
+          connection[WATCHED] = true;
+          connection.on('close', whenConnectionCloses);
+        }
+      }
       done();
     });
     app.addHook('onResponse', function logRequest(request, reply, done) {
-      (reply.raw as ResponseOfReply)[REPLY] = undefined;
+      const connection = request.raw.socket as Connection | null;
+      if (connection?.[IN_FLIGHT] === reply) connection[IN_FLIGHT] = undefined;
       if (request.log.isLevelEnabled('http')) {
         request.log.http(
           {

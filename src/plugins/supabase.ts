@@ -3,8 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../config.ts';
 import { withinDeadline as raceDeadline } from '../lib/deadline.ts';
-import { type AppError, badRequest, internalError, RateLimitError, serviceUnavailable, validationFailed, withCause } from '../lib/errors.ts';
-import { NotConfiguredError } from './errors.ts';
+import { type AppError, badRequest, internalError, NotConfiguredError, RateLimitError, serviceUnavailable, validationFailed, withCause } from '../lib/errors.ts';
 
 // Clients of Supabase Auth through supabase-js. A request gets a client of
 // its own that keeps no session between requests and forwards the caller's

@@ -28,7 +28,7 @@ export interface AuthServiceDeps {
   linkProviders: readonly string[];
   forgetSession(sessionId: string): void;
   forgetUserSessions(userId: string): void;
-  /** Addresses whose reset e-mail is being asked for, held across instances. */
+  /** Addresses whose reset e-mail is being asked for, and reset tokens being redeemed, held across instances. */
   claims: ExclusiveClaims;
 }
 

@@ -12,15 +12,22 @@ export async function userExists(tx: Tx, userId: string): Promise<boolean> {
 }
 
 /**
+ * The SQL of "the caller is an admin": the service role, which the legacy admin
+ * token uses and which passes row-level security, or a user holding the role.
+ * CASE, so that has_role is not called as the service role.
+ */
+const callerIsAdmin = (tx: Tx) => tx`case when current_user = 'service_role' then true else (select public.has_role('admin')) end`;
+
+/**
  * Whether the caller may change roles now (an admin, or the service role the
  * legacy admin token uses, which bypasses row-level security) and whether the
  * user is there, both in one snapshot: a caller whose admin role was just
  * revoked no longer sees the profile, and is told 403, not that the user is
- * not there. CASE, so that has_role is not called as the service role.
+ * not there.
  */
 export async function roleChangeCheck(tx: Tx, userId: string): Promise<{ callerIsAdmin: boolean; userFound: boolean }> {
   const [row] = await tx<{ caller_is_admin: boolean; user_found: boolean }[]>`
-    select case when current_user = 'service_role' then true else (select public.has_role('admin')) end as caller_is_admin,
+    select ${callerIsAdmin(tx)} as caller_is_admin,
            exists (select 1 from public.profiles where id = ${userId}) as user_found`;
   return { callerIsAdmin: row.caller_is_admin, userFound: row.user_found };
 }
@@ -61,7 +68,7 @@ export async function replaceUserRoles(
   // statement began: the delete took none of them.)
   const [change] = await tx<{ caller_is_admin: boolean; revoked: AppRole[]; kept: AppRole[] }[]>`
     with caller as (
-      select case when current_user = 'service_role' then true else (select public.has_role('admin')) end as is_admin
+      select ${callerIsAdmin(tx)} as is_admin
     ), revoked as (
       delete from public.user_roles
        where user_id = ${userId} and role::text <> all(${roles}::text[]) and (select is_admin from caller)
