@@ -7,7 +7,10 @@ import { usePrivateDatabase } from './support/private-database.ts';
 // Editor act as the owner (`postgres`), past row-level security and the API.
 // Here as this run's superuser, in a database of this file's own (the
 // last-admin rule is about the whole table). docs/admin.md, "Rows edited in
-// the Supabase dashboard"; supabase/migrations/20261129160900_hand_edits.sql.
+// the Supabase dashboard"; supabase/migrations/20261129160900 to
+// 20261129160905 (refuse_truncating_user_roles, keep_role_changes_append_only,
+// keep_profiles_with_their_accounts, bound_shown_timestamps,
+// validate_shown_timestamp_bounds, match_feedback_resolution_to_status).
 
 const database = usePrivateDatabase('edits');
 const sql = () => database.sql;
@@ -172,6 +175,28 @@ describe('timestamps typed by hand', () => {
         }
       }
     }
+  });
+
+  it('every bound is validated: added without a scan (20261129160903), then checked against the rows already there (20261129160904)', async () => {
+    // A check left NOT VALID still refuses new rows, so the test above passes without its validation.
+    const checks = await sql()`
+      select conname, convalidated from pg_constraint
+       where connamespace = 'public'::regnamespace and contype = 'c' and conname ~ '_in_range$'
+       order by conname`;
+    expect(checks).toEqual(
+      [
+        'app_logs_created_at_in_range',
+        'feedback_created_at_in_range',
+        'feedback_resolved_at_in_range',
+        'feedback_updated_at_in_range',
+        'profiles_created_at_in_range',
+        'profiles_last_login_in_range',
+        'profiles_updated_at_in_range',
+        'websites_created_at_in_range',
+        'websites_deletion_started_at_in_range',
+        'websites_updated_at_in_range',
+      ].map((conname) => ({ conname, convalidated: true })),
+    );
   });
 });
 

@@ -109,7 +109,11 @@ describe('applied migrations are checked against their files before anything is 
   it('a new file with a version below the newest applied one fails the run (out of order)', async () => {
     const db = await scratch();
     const newest = db.files.at(-1)!;
-    const late = `${BigInt(versionOf(newest)) - 1n}_create_late_marker.sql`;
+    // The free version nearest below the newest (migrations of one change may take consecutive versions).
+    const taken = new Set(db.files.map(versionOf));
+    let below = BigInt(versionOf(newest)) - 1n;
+    while (taken.has(String(below))) below -= 1n;
+    const late = `${below}_create_late_marker.sql`;
     await writeFile(path.join(db.directory, late), 'create table public.late_marker (x int);\n');
 
     await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration ${escape(late)} .*${escape(newest)}`));
@@ -215,7 +219,8 @@ describe('profile names stored before the rule', () => {
 describe('rows stored before the 2026-11-29 bounds', () => {
   it('gives a profile whose e-mail was typed in by hand its account\'s address again, so notifications stop going there', async () => {
     const db = await scratch({ migrated: false });
-    const later = db.files.slice(db.files.findIndex((file) => file.includes('_hand_edits')));
+    // The profiles' rules and the migrations after them held back: the typed address goes in as it did before.
+    const later = db.files.slice(db.files.findIndex((file) => file.includes('_keep_profiles_with_their_accounts')));
     for (const file of later) await rename(path.join(db.directory, file), path.join(db.directory, `${file}.later`));
     await db.migrate();
     const [typed, kept] = [crypto.randomUUID(), crypto.randomUUID()];
@@ -228,6 +233,23 @@ describe('rows stored before the 2026-11-29 bounds', () => {
       { id: kept, email: 'kept@example.test' },
       { id: typed, email: 'owner@example.test' },
     ]);
+  });
+
+  it('stop at a timestamp typed by hand outside 1970–9999, naming it, before any bound is added; mended, they apply', async () => {
+    const db = await scratch({ migrated: false });
+    const later = db.files.slice(db.files.findIndex((file) => file.includes('_bound_shown_timestamps')));
+    for (const file of later) await rename(path.join(db.directory, file), path.join(db.directory, `${file}.later`));
+    await db.migrate();
+    const account = crypto.randomUUID();
+    await db.sql`insert into auth.users (id, email, raw_user_meta_data) values (${account}, 'typed-time@example.test', '{}')`;
+    await db.sql`update public.profiles set last_login = 'infinity' where id = ${account}`;
+    for (const file of later) await rename(path.join(db.directory, `${file}.later`), path.join(db.directory, file));
+    await expect(db.migrate()).rejects.toThrow(/rows hold timestamps outside 1970 to 9999 in profiles\.last_login/);
+    // Nothing of it applied: the account's sign-ins still write its profile.
+    expect(await db.sql`select conname from pg_constraint where conname like '%\_in\_range'`).toEqual([]);
+    await db.sql`update public.profiles set last_login = now() where id = ${account}`;
+    await db.migrate();
+    expect((await db.sql`select conname from pg_constraint where conname like '%\_in\_range' and convalidated`).length).toBe(10);
   });
 
   it('are mended: a website over the bounds, and a profile that kept an address its account no longer has', async () => {
