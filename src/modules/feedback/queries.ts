@@ -5,7 +5,8 @@ import { servedScreenshotType } from './screenshot.ts';
 
 // One query per function, named after what it returns. Every function takes the
 // caller's transaction (`asActor` or `readAtOnceAsActor`), so row-level
-// security decides.
+// security decides. The submission is here; the admin's write, triage, is in
+// triage-queries.ts.
 
 export type FeedbackStatus = Feedback['status'];
 
@@ -266,43 +267,4 @@ export async function feedbackExportChunk(
     params,
   );
   return { rows, nothingAfter: rows.length === 0 || (rows[0].found < chunk.limit && rows.length === rows[0].found) };
-}
-
-export interface TriageChange {
-  status?: FeedbackStatus;
-  /** null clears the notes. */
-  adminNotes?: string | null;
-  resolvedBy?: string;
-  /** Who resolves when the change resolves without naming anyone. */
-  resolvedByDefault: string;
-}
-
-/**
- * Applies an admin's triage change. Resolving sets resolved_at (kept when
- * already resolved) and resolved_by (given, else kept, else
- * `resolvedByDefault`); back to pending clears both; archiving keeps them. Undefined when
- * no row with that id is visible.
- */
-export async function updateFeedbackTriage(
-  tx: Tx,
-  id: string,
-  change: TriageChange,
-): Promise<{ id: string; status: FeedbackStatus; resolvedAt: string | null } | undefined> {
-  const status = change.status ?? null;
-  const resolvedBy = change.resolvedBy ?? null;
-  const [row] = await tx<{ id: string; status: FeedbackStatus; resolved_at: Date | null }[]>`
-    update public.feedback set
-      status = coalesce(${status}::public.feedback_status, status),
-      admin_notes = case when ${change.adminNotes !== undefined} then ${change.adminNotes ?? null} else admin_notes end,
-      resolved_at = case ${status}::public.feedback_status
-        when 'resolved' then case when status = 'resolved' then resolved_at else now() end
-        when 'pending' then null
-        else resolved_at end,
-      resolved_by = case ${status}::public.feedback_status
-        when 'resolved' then coalesce(${resolvedBy}, case when status = 'resolved' then resolved_by end, ${change.resolvedByDefault})
-        when 'pending' then null
-        else coalesce(${resolvedBy}, resolved_by) end
-     where id = ${id}
-     returning id, status, resolved_at`;
-  return row && { id: row.id, status: row.status, resolvedAt: row.resolved_at?.toISOString() ?? null };
 }

@@ -15,8 +15,8 @@ import {
   feedbackScreenshot,
   insertFeedback,
   listFeedback,
-  updateFeedbackTriage,
 } from './queries.ts';
+import { updateFeedbackTriage } from './triage-queries.ts';
 import { screenshotFile } from './screenshot.ts';
 import { unescapeStoredText } from './stored-text.ts';
 import type { ExportFeedbackQuery, Feedback, ListFeedbackQuery, SubmitFeedbackBody, UpdateFeedbackBody } from './schemas.ts';
@@ -186,10 +186,15 @@ export function createFeedbackService({
       }
     },
 
-    /** Resolving without naming anyone records the caller as the resolver. */
+    /**
+     * Resolving without naming anyone records the caller as the resolver. The
+     * caller's admin role is asked again by the write itself, as it may have
+     * been revoked since the guard read it: 403 then, as for any non-admin,
+     * not 404 for a row row-level security now hides.
+     */
     async triageFeedback(caller: Caller, id: string, body: UpdateFeedbackBody) {
       try {
-        const updated = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) =>
+        const { callerIsAdmin, updated } = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) =>
           updateFeedbackTriage(tx, id, {
             status: body.status,
             adminNotes: typeof body.adminNotes === 'string' ? escapeHtml(body.adminNotes) : body.adminNotes,
@@ -197,6 +202,7 @@ export function createFeedbackService({
             resolvedByDefault: escapeHtml(caller.userId),
           }),
         );
+        if (!callerIsAdmin) throw forbidden();
         if (!updated) throw notFound('Feedback not found');
         return updated;
       } catch (error) {
