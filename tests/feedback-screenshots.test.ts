@@ -49,11 +49,11 @@ describe('screenshots', () => {
     console.log(`4.9 MB screenshot: body ${(screenshot.length / MB).toFixed(2)} MiB, accepted in ${elapsed.toFixed(0)} ms`);
   });
 
-  it('a screenshot over 5 MB → 400 with details.screenshot', async () => {
+  it('a screenshot over 5 MiB → 400 with details.screenshot', async () => {
     for (const bytes of [5 * MB + 1, 5 * MB + 3]) {
       const response = await submit(feedbackBody({ screenshot: pngDataUrl(bytes) }));
       expect(response.statusCode, `${bytes} bytes`).toBe(400);
-      expect(response.json().details).toEqual({ screenshot: ['Screenshot must be at most 5 MB'] });
+      expect(response.json().details).toEqual({ screenshot: ['Screenshot must be at most 5 MiB (5,242,880 bytes)'] });
     }
     // Exactly 5 MiB still fits.
     expect((await submit(feedbackBody({ screenshot: pngDataUrl(5 * MB) }))).statusCode).toBe(201);

@@ -70,7 +70,7 @@ const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0
 export const SCREENSHOT_MESSAGES: Record<ScreenshotProblem, string> = {
   format: 'Screenshot must be a base64-encoded image data URL',
   type: 'Screenshot must be a PNG, JPEG, GIF, WebP or AVIF image',
-  size: 'Screenshot must be at most 5 MB',
+  size: 'Screenshot must be at most 5 MiB (5,242,880 bytes)',
   content: 'Screenshot data is not an image of its declared type',
 };
 
