@@ -214,3 +214,34 @@ export const trustProxySetting = z
     }
     return entries;
   });
+
+/** One DNS name or IPv4 address: labels of letters, digits and inner hyphens, joined by dots. */
+const HOSTNAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/i;
+
+/**
+ * Hostnames, comma-separated, as a captcha provider's siteverify answer names
+ * the page a token was solved on: bare, no scheme, port or path, which that
+ * answer never has (a URL written here would match no token, and every
+ * submitter would be refused). Lower-cased, since hostnames have no case.
+ * Unset or empty: an empty list.
+ */
+export const optionalHostnameList = optionalString
+  .refine((value) => value === undefined || hostnameList(value).every((hostname) => HOSTNAME.test(hostname)), {
+    message: 'must be hostnames, comma-separated, such as www.example.com (no scheme, port or path)',
+  })
+  .transform((value) => (value === undefined ? [] : hostnameList(value)));
+
+function hostnameList(value: string): string[] {
+  return value
+    .split(',')
+    .map((hostname) => hostname.trim().toLowerCase())
+    .filter((hostname) => hostname !== '');
+}
+
+/** Unset, empty, or a Turnstile action: what its widget takes (up to 32 letters, digits, `_` and `-`). */
+export const optionalTurnstileAction = optionalString.pipe(
+  z
+    .string()
+    .regex(/^[\w-]{1,32}$/, 'must be up to 32 letters, digits, _ or - (the action the Turnstile widget is given)')
+    .optional(),
+);

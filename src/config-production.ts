@@ -96,5 +96,9 @@ export function productionWarnings(config: Settings): string[] {
   if (host && !host.startsWith('/') && !isLoopback(host) && !asksForTls) {
     warnings.push(`DATABASE_URL connects to ${host} without asking for TLS: add ?sslmode=require (or verify-full with the server's CA) to the URL`);
   }
+  // Site keys are public: without the hosts, a token solved on any page that embeds ours passes.
+  if (config.CAPTCHA_PROVIDER !== 'off' && config.CAPTCHA_SECRET && config.CAPTCHA_HOSTNAMES.length === 0) {
+    warnings.push('CAPTCHA_HOSTNAMES is empty: a captcha token solved on any page that embeds the (public) site key passes the bot check; list the hosts the widget is served on');
+  }
   return warnings;
 }

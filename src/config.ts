@@ -1,6 +1,25 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { choice, emailList, intBetween, MAX_TIMER_MS, milliseconds, optionalRedisUrl, optionalSecret, optionalSmtpUrl, optionalString, optionalUrl, origin, port, positiveInt, postgresUrl, trustProxySetting, url } from './config-fields.ts';
+import {
+  choice,
+  emailList,
+  intBetween,
+  MAX_TIMER_MS,
+  milliseconds,
+  optionalHostnameList,
+  optionalRedisUrl,
+  optionalSecret,
+  optionalSmtpUrl,
+  optionalString,
+  optionalTurnstileAction,
+  optionalUrl,
+  origin,
+  port,
+  positiveInt,
+  postgresUrl,
+  trustProxySetting,
+  url,
+} from './config-fields.ts';
 import { productionProblems } from './config-production.ts';
 
 // Every setting the service reads, parsed once at start-up. Only server.ts
@@ -103,6 +122,11 @@ export const SettingsSchema = z.object({
   CAPTCHA_PROVIDER: optionalString.pipe(choice(['turnstile', 'hcaptcha', 'off']).default('turnstile')),
   CAPTCHA_SECRET: optionalString,
   CAPTCHA_VERIFY_URL: optionalUrl('https://challenges.cloudflare.com/turnstile/v0/siteverify'),
+  // Site keys are public, so a token solved on any page that uses ours passes
+  // siteverify: a passed token counts only when solved on one of these hosts
+  // (and, for Turnstile, for this action). Empty: not checked (docs/feedback.md).
+  CAPTCHA_HOSTNAMES: optionalHostnameList,
+  CAPTCHA_ACTION: optionalTurnstileAction,
   RESEND_API_KEY: optionalString,
   RESEND_BASE_URL: optionalUrl('https://api.resend.com'),
   SMTP_URL: optionalSmtpUrl('smtp://127.0.0.1:54325'),
@@ -167,6 +191,10 @@ export const ConfigSchema = SettingsSchema.superRefine(
   (settings, context) => {
     for (const { setting, phrase } of productionProblems(settings)) {
       context.addIssue({ code: 'custom', path: [setting], message: phrase, params: { phrase: true } });
+    }
+    // hCaptcha's siteverify answers no action: expecting one would refuse every token.
+    if (settings.CAPTCHA_ACTION !== undefined && settings.CAPTCHA_PROVIDER === 'hcaptcha') {
+      context.addIssue({ code: 'custom', path: ['CAPTCHA_ACTION'], message: "Turnstile's only: hCaptcha answers no action, so every token would be refused" });
     }
   },
   {

@@ -17,6 +17,7 @@ const SECRETS = {
   ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
   ANALYTICS_SALT_SECRET: 'analytics-salt-secret-0123456789abcdef-0123',
   CAPTCHA_SECRET: '0x4AAAAAAAtest-captcha-secret',
+  CAPTCHA_HOSTNAMES: 'portfolio.example.org',
 };
 
 describe('production configuration', () => {
@@ -114,6 +115,11 @@ describe('production configuration', () => {
     ]) {
       expect(production({ ...remote, DATABASE_URL: url }), url).toEqual([]);
     }
+    // A bot check that takes a token solved on anyone's page.
+    expect(production({ ...remote, DATABASE_URL: local, CAPTCHA_HOSTNAMES: '' })).toEqual([
+      'CAPTCHA_HOSTNAMES is empty: a captcha token solved on any page that embeds the (public) site key passes the bot check; list the hosts the widget is served on',
+    ]);
+    expect(production({ ...remote, DATABASE_URL: local, CAPTCHA_HOSTNAMES: '', CAPTCHA_PROVIDER: 'off' })).toEqual([]);
     // A copy of .env.example: browsers refused, and every e-mail linking to localhost.
     expect(production({ DATABASE_URL: local })).toEqual([
       "CORS_ORIGIN is http://localhost:5173, on this machine: browsers on the front end's public address are refused; set it to that address",

@@ -5,6 +5,9 @@ import type { AddressInfo } from 'node:net';
 // protocol Cloudflare Turnstile and hCaptcha share): a form-encoded POST of
 // secret, response and remoteip, answered by JSON {success, error-codes}.
 // It passes exactly the token `passToken` under `secret`, and records what it got.
+// A pass names, as the providers' do, the hostname the widget was solved on
+// and (Turnstile) its action; either may be changed between requests, and
+// `undefined` leaves it out, as hCaptcha does with its hostname setting off.
 
 export interface SiteverifyRequest {
   contentType: string | undefined;
@@ -15,12 +18,26 @@ export interface SiteverifyStandIn {
   url: string;
   /** `broken` answers 500, as a provider outage would. */
   mode: 'up' | 'broken';
+  /** The `hostname` of a pass; `localhost` unless changed. */
+  hostname: string | undefined;
+  /** The `action` of a pass; none unless set. */
+  action: string | undefined;
   requests: SiteverifyRequest[];
   stop(): Promise<void>;
 }
 
-export async function startSiteverifyStandIn({ secret, passToken }: { secret: string; passToken: string }): Promise<SiteverifyStandIn> {
-  const standIn = { mode: 'up' as SiteverifyStandIn['mode'], requests: [] as SiteverifyRequest[] };
+export async function startSiteverifyStandIn({
+  secret,
+  passToken,
+  hostname = 'localhost',
+  action,
+}: {
+  secret: string;
+  passToken: string;
+  hostname?: string;
+  action?: string;
+}): Promise<SiteverifyStandIn> {
+  const standIn = { mode: 'up' as SiteverifyStandIn['mode'], hostname: hostname as string | undefined, action, requests: [] as SiteverifyRequest[] };
   const server = createServer(async (request, response) => {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
@@ -35,7 +52,9 @@ export async function startSiteverifyStandIn({ secret, passToken }: { secret: st
     if (!form.response) errors.push('missing-input-response');
     else if (form.response !== passToken) errors.push('invalid-input-response');
     response.writeHead(200, { 'content-type': 'application/json' });
-    response.end(JSON.stringify({ success: errors.length === 0, 'error-codes': errors, hostname: 'localhost' }));
+    // As the providers answer: a refusal names no hostname nor action.
+    const solved = errors.length === 0 ? { challenge_ts: new Date().toISOString(), hostname: standIn.hostname, action: standIn.action } : {};
+    response.end(JSON.stringify({ success: errors.length === 0, 'error-codes': errors, ...solved }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return Object.assign(standIn, {
