@@ -1,9 +1,11 @@
+import { type AddressInfo, createServer } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type AuthServer, startAuthServer } from '../scripts/stack/auth-server.ts';
 import { readAuthSettings } from '../scripts/stack/supabase-config.ts';
-import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog, TEST_JWT_SECRET } from './support/app.ts';
 import { call, realAuth, realAuthEnv, signUp } from './support/real-auth.ts';
+import { startSilentServer } from './support/silent-server.ts';
 
 // The auth server stopped mid-run: its routes answer 503 "Authentication
 // service unavailable" within the deadline, signed-in callers keep working
@@ -59,5 +61,54 @@ describe.runIf(auth)('Supabase Auth stopped and restarted', () => {
     const back = await call(base, 'POST', '/api/auth/signin', { body: { email: account.email, password: account.password } });
     expect(back.status).toBe(200);
     expect((await call(base, 'POST', '/api/auth/refresh', { body: { refreshToken: back.body.data.session.refreshToken } })).status).toBe(200);
+  });
+});
+
+describe('an auth server that cannot be reached: the log line says why', () => {
+  it('a refused connection: the 503 is logged with ECONNREFUSED and its message, not only `fetch failed`', async () => {
+    // A port that was just free: nothing listens there, so the connection is refused.
+    const closedPort = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    const { app, lines } = await buildTestAppWithLog({
+      SUPABASE_URL: `http://127.0.0.1:${closedPort}`,
+      SUPABASE_ANON_KEY: 'anon-key',
+      SUPABASE_SERVICE_ROLE_KEY: 'service-key',
+      AUTH_TIMEOUT_MS: '3000',
+    });
+    try {
+      const answer = await app.inject({ method: 'POST', url: '/api/auth/signin', payload: { email: 'nobody@example.test', password: 'secret1' } });
+      expect(answer.statusCode).toBe(503);
+      expect(answer.json().error).toBe('Authentication service unavailable');
+      const failed = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request failed');
+      expect(failed).toHaveLength(1);
+      expect(failed[0].err.message).toBe(`Authentication service unavailable: fetch failed: connect ECONNREFUSED 127.0.0.1:${closedPort}`);
+      // Never to the client.
+      expect(answer.body).not.toContain('ECONNREFUSED');
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an auth server that never answers: the line says our deadline ran out, not `The operation was aborted`', async () => {
+    const hung = await startSilentServer();
+    const { app, lines } = await buildTestAppWithLog({
+      SUPABASE_URL: `http://127.0.0.1:${hung.port}`,
+      SUPABASE_ANON_KEY: 'anon-key',
+      SUPABASE_SERVICE_ROLE_KEY: 'service-key',
+      AUTH_TIMEOUT_MS: '500',
+    });
+    try {
+      const answer = await app.inject({ method: 'POST', url: '/api/auth/signin', payload: { email: 'nobody@example.test', password: 'secret1' } });
+      expect(answer.statusCode).toBe(503);
+      const failed = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'request failed');
+      expect(failed.map((entry) => entry.err.message)).toEqual(['Authentication service unavailable: no answer from the auth server within 500 ms']);
+    } finally {
+      await app.close();
+      await hung.close();
+    }
   });
 });

@@ -1,6 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { HOLD_MARGIN_MS, holdMs, REDEMPTION_AUTH_CALLS } from '../src/modules/auth/password-reset.ts';
 import { buildTestApp } from './support/app.ts';
+import { createAuthUser } from './support/db.ts';
 
 // POST /api/auth/update-password checks the new password before it asks the
 // auth server anything (a reset token works once), so these answers need no
@@ -50,5 +53,50 @@ describe('update-password: the new password checked before the token', () => {
     });
     const passed = await updatePassword({ token: 'a-token-hash', newPassword: 'newsecret789' });
     expect(passed.statusCode).toBe(503);
+  });
+});
+
+describe('the holds on a reset token and a reset address outlast the auth server calls they guard', () => {
+  // Each call to the auth server may take AUTH_TIMEOUT_MS: a redemption makes
+  // up to three, the reset e-mail one. A fixed one-minute hold lapsed during a
+  // redemption with a 25 s deadline, and a second request could redeem the
+  // token again. The auth server is unreachable here (every call fails at
+  // once), so only the hold each request takes is watched.
+  const authTimeoutMs = 25_000;
+  let app: FastifyInstance;
+  let sql: postgres.Sql;
+  const taken: { key: string; ttlMs: number | undefined }[] = [];
+  beforeAll(async () => {
+    app = await buildTestApp({ ...UNREACHABLE_AUTH, AUTH_TIMEOUT_MS: String(authTimeoutMs) });
+    const claim = app.exclusiveClaims.claim.bind(app.exclusiveClaims);
+    app.exclusiveClaims.claim = async (key, ttlMs) => {
+      taken.push({ key, ttlMs });
+      return claim(key, ttlMs);
+    };
+    sql = postgres(inject('stack').databaseUrl, { max: 1, onnotice: () => {} });
+  });
+  afterAll(async () => {
+    await app.close();
+    await sql.end();
+  });
+
+  it('update-password holds its token for three calls of AUTH_TIMEOUT_MS and a margin, reset-password its address for one', async () => {
+    const updated = await app.inject({ method: 'POST', url: '/api/auth/update-password', payload: { token: 'a-token-hash', newPassword: 'newsecret789' } });
+    expect(updated.statusCode).toBe(503);
+    const user = await createAuthUser(sql);
+    const reset = await app.inject({ method: 'POST', url: '/api/auth/reset-password', payload: { email: user.email } });
+    expect(reset.statusCode).toBe(503);
+
+    expect(taken.map(({ key }) => key.split(':')[0])).toEqual(['password-update', 'password-reset']);
+    const [redemption, resetEmail] = taken.map(({ ttlMs }) => ttlMs);
+    expect(redemption).toBe(3 * authTimeoutMs + HOLD_MARGIN_MS);
+    expect(resetEmail).toBe(authTimeoutMs + HOLD_MARGIN_MS);
+    expect(redemption).toBeGreaterThan(60_000);
+  });
+
+  it('the hold follows AUTH_TIMEOUT_MS', () => {
+    expect(holdMs(REDEMPTION_AUTH_CALLS, 10_000)).toBe(60_000);
+    expect(holdMs(REDEMPTION_AUTH_CALLS, 40_000)).toBe(150_000);
+    expect(holdMs(1, 90_000)).toBe(120_000);
   });
 });

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ExclusiveClaims, redisClaims } from '../src/lib/exclusive-claims.ts';
@@ -63,6 +63,23 @@ describe('exclusive claims in Redis', () => {
     await a.claims.release(key);
     expect(await instance(redis).claims.claim(key)).toBe(false);
     await b.claims.release(key);
+  });
+
+  it('a claim may name its own expiry, longer or shorter than the claims\' own; one that names none keeps theirs', async () => {
+    const { claims } = instance(redis, 60_000);
+    const [long, short, plain] = ['password-update:long', 'password-update:short', 'password-reset:plain@example.test'];
+    expect(await claims.claim(long, 150_000)).toBe(true);
+    expect(await claims.claim(short, 150)).toBe(true);
+    expect(await claims.claim(plain)).toBe(true);
+    const ttlOf = async (key: string) => redis.pttl(`${nameSpace}claim:${createHash('sha256').update(key).digest('base64url')}`);
+    expect(await ttlOf(long)).toBeGreaterThan(140_000);
+    expect(await ttlOf(plain)).toBeGreaterThan(55_000);
+    expect(await ttlOf(plain)).toBeLessThanOrEqual(60_000);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    expect(await instance(redis).claims.claim(short)).toBe(true);
+    expect(await instance(redis).claims.claim(long)).toBe(false);
+    for (const key of [long, plain]) await claims.release(key);
+    expect(await redis.keys(`${nameSpace}*`)).toHaveLength(1);
   });
 
   it('a Redis that stalls: claims are held in the process after one deadline, still one at a time', async () => {

@@ -7,18 +7,23 @@ import type { FallbackState } from './redis-availability.ts';
 // service: the password reset holds the address while the auth server sends
 // its e-mail (docs/accounts.md). With Redis a claim is a key set only if
 // absent, with an expiry, so a claim whose instance died is gone after
-// `ttlMs`; while Redis fails or misses its deadline, claims are held in this
-// process (as the rate limiter counts there meanwhile, sharing its state), so
-// a guard never opens because Redis is down.
+// `ttlMs`, or the claim's own (a holder whose work can outlast `ttlMs` names
+// a longer one, or the hold would lapse while it works); while Redis fails or
+// misses its deadline, claims are held in this process (as the rate limiter
+// counts there meanwhile, sharing its state), so a guard never opens because
+// Redis is down.
 
 export interface ExclusiveClaims {
-  /** True when the caller now holds `key` (until `release`, at most the expiry); false when another request holds it. */
-  claim(key: string): Promise<boolean>;
+  /**
+   * True when the caller now holds `key` (until `release`, at most the expiry: `ttlMs` when
+   * given, else the claims' own); false when another request holds it.
+   */
+  claim(key: string, ttlMs?: number): Promise<boolean>;
   /** Gives `key` back; a claim that expired and was taken by another request stays theirs. */
   release(key: string): Promise<void>;
 }
 
-/** Claims held in this process only. */
+/** Claims held in this process only, until released: they die with it, so they need no expiry. */
 export function localClaims(): ExclusiveClaims {
   const held = new Set<string>();
   return {
@@ -37,6 +42,7 @@ export interface RedisClaimsOptions {
   redis: Redis;
   /** Prefix of the keys (the rate limiter's namespace). */
   nameSpace: string;
+  /** The expiry of a claim that names none. */
   ttlMs: number;
   deadlineMs: number;
   /** How long claims stay in the process after a failure. */
@@ -70,11 +76,11 @@ export function redisClaims(options: RedisClaimsOptions): ExclusiveClaims {
   }
 
   return {
-    async claim(key) {
+    async claim(key, claimTtlMs = ttlMs) {
       if (Date.now() < state.localUntil) return claimLocally(key);
       const token = randomUUID();
       try {
-        const answer = await answered(redis.set(redisKey(key), token, 'PX', ttlMs, 'NX'));
+        const answer = await answered(redis.set(redisKey(key), token, 'PX', claimTtlMs, 'NX'));
         if (answer !== 'OK') return false;
         tokens.set(key, token);
         return true;

@@ -118,13 +118,37 @@ export function authRefusal(error: unknown): AppError {
   }
 }
 
+/**
+ * A fetch that got no answer, said with its root cause. undici says only
+ * `fetch failed` and keeps the reason in `cause` (ECONNREFUSED, ENOTFOUND, a
+ * TLS error, a connect timeout), and supabase-js passes on the message alone,
+ * so the outage's log line said nothing an operator could act on. Our own
+ * deadline is said as such.
+ */
+function fetchFailure(error: unknown, timeoutMs: number): unknown {
+  if (!(error instanceof Error)) return error;
+  if (error.name === 'TimeoutError') return new Error(`no answer from the auth server within ${timeoutMs} ms`, { cause: error });
+  const cause = error.cause as { code?: unknown; message?: unknown; errors?: unknown } | undefined;
+  if (!cause) return error;
+  // A connection tried at several addresses fails as an AggregateError, whose own message is empty.
+  const nested = Array.isArray(cause.errors) ? cause.errors.map((each: { message?: unknown }) => String(each?.message)).join('; ') : '';
+  const message = typeof cause.message === 'string' && cause.message ? cause.message : nested || String(cause);
+  const code = typeof cause.code === 'string' && !message.includes(cause.code) ? `${cause.code} ` : '';
+  return new Error(`${error.message}: ${code}${message}`, { cause: error });
+}
+
 /** fetch for auth calls, with a deadline on each call so a hung auth server cannot hold a request. */
 export function deadlineFetch(timeoutMs: number): typeof fetch {
-  return (input, init) =>
-    fetch(input, {
-      ...init,
-      signal: init?.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
-    });
+  return async (input, init) => {
+    try {
+      return await fetch(input, {
+        ...init,
+        signal: init?.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
+      });
+    } catch (error) {
+      throw fetchFailure(error, timeoutMs);
+    }
+  };
 }
 
 /**

@@ -1,55 +1,28 @@
-import { hash } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import { AppError, badRequest, conflict, forbidden, internalError, notFound, RateLimitError, unauthorized, withCause } from '../../lib/errors.ts';
-import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
+import { decodeJwt } from 'jose';
+import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
-import type { Database } from '../../plugins/db.ts';
-import { authRateLimit, authRefusal, authServerFailure, isAuthServerError, type SupabaseAuth, withinDeadline } from '../../plugins/supabase.ts';
-import { endAllSessionsElevated, endSessionElevated, endSessionOfRefreshTokenElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
+import { authRefusal, isAuthServerError, withinDeadline } from '../../plugins/supabase.ts';
+import { type AuthFailure, fail } from './failures.ts';
+import { createPasswordResetService, type PasswordResetDeps } from './password-reset.ts';
+import { endSessionElevated, endSessionOfRefreshTokenElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
 // Accounts are Supabase Auth's: every operation here is delegated to it
 // through supabase-js; we only shape the answers the SPEC asks for and read
-// the mirrored profile.
-
-type AuthFailure = { code?: string; status?: number; message?: string };
+// the mirrored profile. The password reset is password-reset.ts's.
 
 /** The auth server's refusal to send an e-mail: one to this address within the last minute, or its hourly budget spent. */
 const isEmailResendRefused = (error: unknown) => (error as AuthFailure | null)?.code === 'over_email_send_rate_limit';
 
-/** update-password's answer for a reset token that is unknown, expired, used, or being used by another request. */
-const invalidResetToken = () => badRequest('Invalid or expired reset token');
-
-export interface AuthServiceDeps {
-  supabase: SupabaseAuth;
-  db: Database;
-  /** Where the reset link in the e-mail points (the front end). */
-  resetRedirectUrl: string;
+export interface AuthServiceDeps extends PasswordResetDeps {
   linkProviders: readonly string[];
   forgetSession(sessionId: string): void;
-  forgetUserSessions(userId: string): void;
-  /** Addresses whose reset e-mail is being asked for, and reset tokens being redeemed, held across instances. */
-  claims: ExclusiveClaims;
-}
-
-/**
- * Turns an auth server failure into our error: 503 when it is down, 500 when
- * it failed the request itself (`fallback` if that is a 500, else the SPEC's
- * `Internal server error`), else `fallback` or the error for its code.
- */
-function fail(error: unknown, fallback: AppError, byCode: Record<string, AppError> = {}): never {
-  const failed = authServerFailure(error);
-  // A 500 of the route's own (sign up's `Failed to register user`) says it in the SPEC's words.
-  // A 500 of ours keeps the auth server's answer as its cause, which its log line writes.
-  const withAnswer = () => (fallback.statusCode >= 500 ? withCause(fallback, error) : fallback);
-  if (failed) throw failed.statusCode === 500 && fallback.statusCode === 500 ? withAnswer() : failed;
-  const { code } = (error ?? {}) as AuthFailure;
-  if (code && byCode[code]) throw byCode[code];
-  throw authRateLimit(error) ?? withAnswer();
 }
 
 export function createAuthService(deps: AuthServiceDeps) {
   const { supabase, db } = deps;
+  const passwordReset = createPasswordResetService(deps);
 
   /**
    * Ends the session a verified token names in the database, as the auth
@@ -81,37 +54,22 @@ export function createAuthService(deps: AuthServiceDeps) {
     }
   }
 
-  /** update-password's work, while the request holds its token: redeems it, sets the password, ends every session. */
-  async function redeemResetToken(ip: string, token: string, newPassword: string, log: FastifyBaseLogger) {
-    const client = supabase.forRequest(ip);
-    const verified = await client.auth.verifyOtp({ token_hash: token, type: 'recovery' });
-    if (verified.error || !verified.data.session) fail(verified.error, invalidResetToken());
-    const updated = await client.auth.updateUser({ password: newPassword });
-    if (updated.error) {
-      // The token is spent; the session it opened is of no use to anyone.
-      await client.auth.signOut({ scope: 'local' }).catch(() => {});
-      fail(updated.error, internalError(), {
-        same_password: badRequest('New password must differ from the old one; request a new reset e-mail'),
-        weak_password: badRequest('Password must be at least 6 characters'),
-      });
-    }
-    const userId = verified.data.session.user.id;
+  /**
+   * Whether the caller's account holds the identity of `provider` that the id
+   * token names (its subject); false when the auth server cannot say. Read
+   * without verifying: the auth server has just verified the token to answer
+   * that its identity is linked.
+   */
+  async function identityIsCallers(ip: string, accessToken: string, provider: string, idToken: string): Promise<boolean> {
+    let subject: unknown;
     try {
-      const { error } = await client.auth.signOut({ scope: 'global' });
-      if (error) {
-        // The password has changed and the token is spent: a 503 now would
-        // send the user back to a link that no longer works. The auth server
-        // ended the other sessions with the password change; the one the
-        // token opened would live on unused for 30 days. So the sessions are
-        // ended here, as its global /logout ends them, and the answer is 200.
-        log.warn({ err: error }, "the auth server did not end the sessions after a password reset; they are ended in the database");
-        await db.bounded(endAllSessionsElevated(db.sql, userId));
-      }
-    } finally {
-      // Ended, or at least every session but the token's, with the password change: none is
-      // trusted from this instance's cache for its remaining seconds (the old tokens worked for up to 5 s).
-      deps.forgetUserSessions(userId);
+      subject = decodeJwt(idToken).sub;
+    } catch {
+      return false;
     }
+    const { data, error } = await supabase.forRequest(ip, accessToken).auth.getUser(accessToken);
+    if (error || !data.user) return false;
+    return (data.user.identities ?? []).some((identity) => identity.provider === provider && identity.id === subject);
   }
 
   /** Whether an account holds `email`; false when the database cannot say either. */
@@ -214,40 +172,7 @@ export function createAuthService(deps: AuthServiceDeps) {
 
     signOutInDatabase,
 
-    async requestPasswordReset(ip: string, email: string) {
-      const [known] = await db.bounded(selectProfileByEmailElevated(db.sql, email));
-      if (!known) throw notFound('No user found with this email');
-      // The auth server's one-e-mail-a-minute check races itself: requests at
-      // once (a double click, or two instances) each sent an e-mail, each
-      // voiding the link before it. One at a time per address, then; the
-      // others are answered as the auth server answers a second request
-      // within the minute.
-      const claim = `password-reset:${email}`;
-      if (!(await deps.claims.claim(claim))) throw new RateLimitError(60);
-      try {
-        const { error } = await supabase.forRequest(ip).auth.resetPasswordForEmail(email, { redirectTo: deps.resetRedirectUrl });
-        if (error) fail(error, internalError());
-      } finally {
-        await deps.claims.release(claim);
-      }
-    },
-
-    /** Sets a new password with the reset token from the e-mail, then ends every session of the user. */
-    async updatePassword(ip: string, token: string, newPassword: string, log: FastifyBaseLogger) {
-      // The auth server's verify step does not lock the token: two requests
-      // with it at once (a double submit, or two instances) were both
-      // answered 200, each setting its own password, and only the last one
-      // set worked. One at a time per token, then; the others are answered
-      // as a used token is. Named by the token's hash: the token itself
-      // opens the account, and goes into no key.
-      const claim = `password-update:${hash('sha256', token, 'base64url')}`;
-      if (!(await deps.claims.claim(claim))) throw invalidResetToken();
-      try {
-        await redeemResetToken(ip, token, newPassword, log);
-      } finally {
-        await deps.claims.release(claim);
-      }
-    },
+    ...passwordReset,
 
     async me(caller: Extract<Caller, { kind: 'user' }>) {
       const profile = await db.readAtOnceAsActor(dbActorOf(caller), (tx) => getProfile(tx, caller.userId));
@@ -280,7 +205,14 @@ export function createAuthService(deps: AuthServiceDeps) {
       // sees the identity the other linked and says `identity_already_exists`.
       // (Our role cannot read auth.identities to ask the database instead.)
       // Any other 500 has one more try, which links or fails as before.
-      if (isAuthServerError(error)) error = await link();
+      if (isAuthServerError(error)) {
+        error = await link();
+        // The first try's 500 can come after its link was stored (the auth
+        // server failing as it answered), or the caller's own other request
+        // linked it: the identity is then the caller's, as asked, and the
+        // second try's `identity_already_exists` is no conflict.
+        if ((error as AuthFailure | null)?.code === 'identity_already_exists' && (await identityIsCallers(ip, accessToken, provider, token))) return;
+      }
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
           // The caller's own token, refused by the auth server: in the 5 s past
