@@ -1,8 +1,11 @@
+import type { FastifyInstance } from 'fastify';
+import pino from 'pino';
 import { buildApp, VERSION } from './app.ts';
 import { type Config, ConfigError, parseConfig } from './config.ts';
 import { productionWarnings } from './config-production.ts';
 import { nodeVersionWarning } from './lib/node-version.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
+import { loggerOptions } from './logger.ts';
 import { createCountryLookup } from './modules/analytics/geo.ts';
 
 // The process: configuration, listening, and a graceful close on SIGINT,
@@ -18,6 +21,24 @@ function exitOnConfigError(error: unknown): never {
     process.exit(1);
   }
   throw error;
+}
+
+/** What a refused start's line is written to once the log exists. */
+interface StartLog {
+  error(message: string): void;
+}
+
+/**
+ * Says why a start found late is refused (the port taken, the database
+ * refusing the login). The log has begun by then: the line is an entry of it
+ * at `error` (JSON, as every line before it), which a log shipper keeps, where
+ * a line of text would be lost or read as garbage. With LOG_LEVEL=silent it is
+ * the line of text still: a start never ends without saying why. (The app's
+ * logger itself runs at warn then, for app_logs, so its level cannot tell.)
+ */
+function sayStartRefused(log: StartLog, logLevel: Config['LOG_LEVEL'], line: string): void {
+  if (logLevel === 'silent') console.error(line);
+  else log.error(line);
 }
 
 /** The one line a listen that failed for a reason of the machine's ends the start with; undefined for any other. */
@@ -70,8 +91,18 @@ async function main() {
     process.exit(1);
   }
 
-  // A problem the start would have refused, found later (app.ts, onFatal), ends the process the same way.
-  const app = await buildApp({ config, onFatal: exitOnConfigError }).catch(exitOnConfigError);
+  const logLevel = config.LOG_LEVEL;
+  let app: FastifyInstance | undefined;
+  let ownLog: pino.Logger | undefined;
+  /** The app's log; while the app is not built (its start refused as it was built), one written the same way. */
+  const startLog = (): StartLog => app?.log ?? (ownLog ??= pino(loggerOptions(logLevel)));
+  /** A login the database refuses, found as the app is built or later (app.ts, onFatal): the start ends so, exit code 1. */
+  const exitOnLateConfigError = (error: unknown): never => {
+    if (!(error instanceof ConfigError)) throw error;
+    sayStartRefused(startLog(), logLevel, error.message);
+    process.exit(1);
+  };
+  app = await buildApp({ config, onFatal: exitOnLateConfigError }).catch(exitOnLateConfigError);
 
   // SIGHUP: the terminal the server ran in was closed (an SSH session ended), which
   // ended the process on the spot, requests in flight and all, with no line in the log.
@@ -138,7 +169,7 @@ async function main() {
   } catch (error) {
     const line = listenFailure(error, config.PORT, config.HOST);
     if (!line) throw error;
-    console.error(line);
+    sayStartRefused(app.log, logLevel, line);
     // The workers and pools started with the app; a bounded close, then out.
     setTimeout(() => process.exit(1), 2_000).unref();
     await app.close().catch(() => {});

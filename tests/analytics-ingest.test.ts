@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildTestApp } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog } from './support/app.ts';
 import { createWebsite, type TestWebsite } from './support/analytics.ts';
 import { openTransaction, testSql } from './support/db.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
@@ -321,14 +321,32 @@ describe('group commit: batches and their failures', () => {
     const owner = postgres(database.url, { max: 1, onnotice: () => {} });
     const refused = '/refuse-me';
     await owner.unsafe(refusal);
-    // A long wait, so the requests share one batch.
-    const app = await buildTestApp({ DATABASE_URL: database.url, ANALYTICS_BATCH_MAX_WAIT_MS: '300', ANALYTICS_BATCH_MAX_ROWS: '1000' });
+    // A long wait, so the requests share one batch; logged down to `http`, the level of each request's line.
+    const { app, lines } = await buildTestAppWithLog({ DATABASE_URL: database.url, ANALYTICS_BATCH_MAX_WAIT_MS: '300', ANALYTICS_BATCH_MAX_ROWS: '1000' }, 'http');
+    const logged = () => lines.map((line) => JSON.parse(line) as { level: number; msg: string; requestId?: string; statusCode?: number; eventId?: string });
+    /** The refusal's own line and the request's `http` line: one of each, both carrying the request id the answer gave. */
+    const expectLinesOf = (answer: { headers: Record<string, unknown> }) => {
+      const requestId = answer.headers['x-request-id'];
+      expect(requestId).toEqual(expect.any(String));
+      const ofRequest = logged().filter((line) => line.requestId === requestId);
+      expect(ofRequest.filter((line) => line.msg === 'analytics event refused by the database; its request gets 400')).toEqual([
+        expect.objectContaining({ level: 40, websiteId: expect.any(String), eventId: expect.any(String) }),
+      ]);
+      expect(ofRequest.filter((line) => line.msg === 'request completed')).toEqual([expect.objectContaining({ level: 25, statusCode: 400 })]);
+    };
     try {
       const site = await createWebsite(app, 'Refused row');
       const post = (page: string) => app.inject({ method: 'POST', url: '/api/analytics', payload: event(site.id, { page }) });
       const answers = await Promise.all([post('/valid-0'), post(refused), post('/valid-1'), post('/valid-2')]);
       expect(answers.map((answer) => answer.statusCode)).toEqual([201, 400, 201, 201]);
       expect(answers[1].json()).toEqual({ success: false, error: 'Analytics event was refused by the database', statusCode: 400 });
+      // Refused in a batch written again row by row, then alone in a batch of its own.
+      expectLinesOf(answers[1]);
+      const alone = await post(refused);
+      expect(alone.statusCode).toBe(400);
+      expectLinesOf(alone);
+      // No refusal's line without its request's id.
+      expect(logged().filter((line) => line.msg.startsWith('analytics event refused') && line.requestId === undefined)).toEqual([]);
       // Acknowledged equals committed: every 201 has its row, the refused page has none.
       const ids = answers.filter((answer) => answer.statusCode === 201).map((answer) => answer.json().data.id);
       const stored = await owner`select id, page from public.analytics_events where website_id = ${site.id} order by page`;

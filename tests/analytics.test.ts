@@ -211,6 +211,22 @@ describe('analytics summaries', () => {
     expect(series.json().data.days).toHaveLength(30);
   });
 
+  it('with only an endDate in January 1970: the range starts on 1970-01-01, the first day a range may name', async () => {
+    for (const [endDate, days] of [
+      ['1970-01-01', 1],
+      ['1970-01-10', 10],
+      // 29 days back is 1970-01-01 itself: the full 30 days.
+      ['1970-01-30', 30],
+    ] as const) {
+      const response = await summary(`websiteId=${site.id}&endDate=${endDate}`, { 'x-api-key': site.apiKey });
+      expect(response.statusCode, endDate).toBe(200);
+      expect(response.json().data, endDate).toMatchObject({ startDate: '1970-01-01', endDate, pageViews: 0 });
+      const series = await app.inject({ method: 'GET', url: `/api/analytics/date-range?websiteId=${site.id}&endDate=${endDate}`, headers: { 'x-api-key': site.apiKey } });
+      expect(series.statusCode, endDate).toBe(200);
+      expect(series.json().data.days.map((day: { date: string }) => day.date), endDate).toEqual(Array.from({ length: days }, (_, i) => addDays('1970-01-01', i)));
+    }
+  });
+
   it("a website's key reads that website only", async () => {
     const dates = 'startDate=2026-03-01&endDate=2026-03-04';
     const own = await summary(`websiteId=${other.id}&${dates}`, { 'x-api-key': other.apiKey });

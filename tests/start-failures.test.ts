@@ -8,7 +8,9 @@ import { exitWithin, type SpawnedServer, startServer } from './support/spawned-s
 // What an operator gets wrong at `npm start` ends the start with one line
 // naming the variable, exit code 1, never a stack trace: a URL its client
 // cannot read (and the password in it is never printed), a file or host that
-// is not there, a login the database refuses for good.
+// is not there, a login the database refuses for good. Found once the log has
+// begun (a taken port, the database's answer), that line is a log entry at
+// error, JSON as the lines before it; as text only with LOG_LEVEL=silent.
 
 /** Production with every secret, so that only the setting under test is wrong. */
 const PRODUCTION = {
@@ -32,6 +34,15 @@ async function start(env: Record<string, string>): Promise<SpawnedServer> {
   const server = startServer({ ...PRODUCTION, DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(await freePort()), ...env });
   started.push(server);
   return server;
+}
+
+/** The start ends with exit code 1 and `line` as the log's last entry, at error (JSON), with no line of text at all. */
+async function expectStoppedInTheLog(server: SpawnedServer, line: string) {
+  expect(await exitWithin(server, 15_000), server.output()).toBe(1);
+  const lines = server.output().trim().split('\n');
+  // Every line parses: nothing a log shipper would drop or misread.
+  const entries = lines.map((entry) => JSON.parse(entry) as { level: number; msg: string });
+  expect(entries.at(-1)).toMatchObject({ level: 50, msg: line });
 }
 
 /** The start ends with exit code 1 and `line` alone (log entries aside, which are JSON). */
@@ -87,7 +98,7 @@ describe('a file or a host that is not there', () => {
  * `message`, the ErrorResponse a server sends for the startup message: the
  * local server trusts every login, so it never says a password is wrong.
  */
-async function startLoginRefuser(code: string, message: string) {
+async function startLoginRefuser(code: string, message: string, { delayMs = 0 } = {}) {
   const fields = [
     ['S', 'FATAL'],
     ['V', 'FATAL'],
@@ -103,7 +114,8 @@ async function startLoginRefuser(code: string, message: string) {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
-    socket.once('data', () => socket.end(refusal));
+    // A delay past the start's wait (2 s) has the login judged after the start.
+    socket.once('data', () => setTimeout(() => socket.end(refusal), delayMs));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -138,6 +150,39 @@ describe('a login the database refuses for good', () => {
     try {
       const server = await start({ DATABASE_URL: `postgres://portfolio_api:SuperSecretPW@127.0.0.1:${refuser.port}/portfolio_dev`, LOG_LEVEL: 'silent' });
       await expectStopped(server, `${REFUSED}${reason} (SQLSTATE ${code})`);
+      expect(server.output()).not.toContain('SuperSecretPW');
+    } finally {
+      await refuser.close();
+    }
+  });
+});
+
+describe('refused once the log has begun: the line is a log entry (JSON, error), exit code 1', () => {
+  it('a taken PORT', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const { port } = taken.address() as net.AddressInfo;
+    try {
+      const server = await start({ PORT: String(port), LOG_LEVEL: 'info' });
+      await expectStoppedInTheLog(server, `port ${port} on 127.0.0.1 is taken: stop what listens there, or set PORT`);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
+  });
+
+  it('a login the database refuses at the start (28000)', async () => {
+    const server = await start({ DATABASE_URL: asLoginRole(inject('stack').databaseUrl, 'no_such_login_role'), LOG_LEVEL: 'info' });
+    await expectStoppedInTheLog(server, 'Invalid configuration: DATABASE_URL is refused by the database: role "no_such_login_role" does not exist (SQLSTATE 28000)');
+  });
+
+  it('a login the database refuses only after the start (28P01, answered after 3 s): the password never printed', async () => {
+    const reason = 'password authentication failed for user "portfolio_api"';
+    const refuser = await startLoginRefuser('28P01', reason, { delayMs: 3_000 });
+    try {
+      const server = await start({ DATABASE_URL: `postgres://portfolio_api:SuperSecretPW@127.0.0.1:${refuser.port}/portfolio_dev`, LOG_LEVEL: 'info' });
+      await expectStoppedInTheLog(server, `Invalid configuration: DATABASE_URL is refused by the database: ${reason} (SQLSTATE 28P01)`);
+      // It had started: the refusal came after the start's own entries.
+      expect(server.output()).toContain('"msg":"portfolio-backend started"');
       expect(server.output()).not.toContain('SuperSecretPW');
     } finally {
       await refuser.close();

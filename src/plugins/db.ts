@@ -1,12 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type postgres from 'postgres';
-import { ConfigError, type Config } from '../config.ts';
+import type { Config } from '../config.ts';
 import { connectPostgres } from '../lib/database-url.ts';
 import { withinDeadline } from '../lib/deadline.ts';
 import { shutdownBudget } from '../lib/shutdown-budget.ts';
-import { checkLogin } from './db-login.ts';
-import { warnIfSchemaBehind } from './db-schema.ts';
+import { judgeDatabaseAtStart } from './db-start.ts';
 
 // The one path to Postgres. Queries made for a caller run in a transaction
 // under the caller's database actor (its role and JWT claims), so row-level
@@ -272,40 +271,8 @@ export default fp<{ config: Config; onFatal?: (error: Error) => void }>(
     });
     app.decorate('db', db);
     const closing = new AbortController();
-    /** Production refuses a login that is too strong; elsewhere (a developer's own database) it is a warning. */
-    const refusal = (problem: string): ConfigError | undefined => {
-      if (config.NODE_ENV === 'production') return new ConfigError(`Invalid configuration: ${problem}`);
-      app.log.warn(problem);
-      return undefined;
-    };
     app.addHook('onReady', async () => {
-      const late = (problem: string) => {
-        const error = refusal(problem);
-        if (!error) return;
-        // Found after the start, when the database first answered: every
-        // request from now on would run under that login, so the process
-        // stops as that start would have (server.ts's onFatal).
-        if (onFatal) onFatal(error);
-        else app.log.error(error.message);
-      };
-      let silentAtStart = false;
-      const problem = await checkLogin(db, {
-        signal: closing.signal,
-        late,
-        // The start goes on without it; without this line the first sign of trouble was a failed request.
-        silent: (error) => {
-          silentAtStart = true;
-          app.log.warn({ err: error }, 'the database does not answer at the start: requests that need it get 503 until it does; its login is judged when it answers');
-        },
-        answered: () => {
-          app.log.info('the database answers');
-          void warnIfSchemaBehind(db, app.log);
-        },
-      });
-      const error = problem === undefined ? undefined : refusal(problem);
-      if (error) throw error;
-      // Not awaited: the start does not wait on it. A database silent now is asked when it answers.
-      if (!silentAtStart) void warnIfSchemaBehind(db, app.log);
+      await judgeDatabaseAtStart(db, { production: config.NODE_ENV === 'production', log: app.log, signal: closing.signal, onFatal });
     });
     app.addHook('onClose', async () => {
       closing.abort();

@@ -14,8 +14,14 @@ import { type EventRow, insertEventBatchQueryElevated, storedIds } from './inges
 // A batch that fails on one row's data is written again one row at a time,
 // so one bad event costs its own request (400), not its neighbours'.
 
+/** What the database named when it refused a row's own data: its code and constraint say what to fix. */
+export interface RowRefusal {
+  code?: string;
+  constraint?: string;
+  column?: string;
+}
 /** `refused`: the database refused the row's own data (nothing stored). */
-export type RecordOutcome = 'stored' | 'unknown-website' | 'refused';
+export type RecordOutcome = 'stored' | 'unknown-website' | { refused: RowRefusal };
 /** A row of a batch written one row at a time whose turn never came, the database having failed first (`cause`). */
 class NotWritten {
   readonly cause: unknown;
@@ -111,10 +117,14 @@ export default fp<{ config: Config }>(
       }
     }
 
-    function logRefused(row: EventRow, error: unknown) {
+    /**
+     * A row's refusal, logged by its own request (ingest-service.ts), whose
+     * line then carries the request id: a batch's line has none of its own.
+     */
+    function refusedFor(error: unknown): RecordOutcome {
       // The error's detail would carry the whole row; its code and constraint say what to fix.
       const { code, constraint_name: constraint, column_name: column } = error as { code?: string; constraint_name?: string; column_name?: string };
-      app.log.warn({ code, constraint, column, eventId: row.id, websiteId: row.websiteId }, 'analytics event refused by the database; its request gets 400');
+      return { refused: { code, constraint, column } };
     }
 
     /**
@@ -133,8 +143,7 @@ export default fp<{ config: Config }>(
             const notWritten = new NotWritten(error);
             return [...outcomes, ...rows.slice(outcomes.length).map((): RowOutcome => notWritten)];
           }
-          logRefused(row, error);
-          outcomes.push('refused');
+          outcomes.push(refusedFor(error));
         }
       }
       return outcomes;
@@ -149,8 +158,7 @@ export default fp<{ config: Config }>(
           throw error;
         }
         if (rows.length > 1) return insertOneByOne(rows);
-        logRefused(rows[0], error);
-        return ['refused'];
+        return [refusedFor(error)];
       }
     }
 

@@ -6,7 +6,8 @@ const DAY_PATTERN = /^(\d{4})-(\d{2})-(\d{2})$/;
 /**
  * The days a range may name. Events are stamped by the server's clock, so
  * none is older than 1970; past 9999 a day no longer has four digits, and
- * a range's default start, 29 days back, stays a day PostgreSQL takes.
+ * a range's default start, 29 days back, stays a day PostgreSQL takes (and
+ * is never before FIRST_DAY: schemas.ts clamps it).
  */
 export const FIRST_DAY = '1970-01-01';
 export const LAST_DAY = '9999-12-31';

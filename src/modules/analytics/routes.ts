@@ -92,7 +92,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
       },
     },
     async function recordEvent(request, reply) {
-      const result = await ingest.record(request.body, { ip: request.ip });
+      const result = await ingest.record(request.body, { ip: request.ip }, request.log);
       // Said in words: a developer trying the route with curl is a bot to isbot, and found nothing stored.
       if (result.kind === 'bot') return reply.status(202).send({ success: true as const, message: BOT_NOT_RECORDED });
       return reply

@@ -85,11 +85,15 @@ const endDate = day('End date', 'Last UTC day, YYYY-MM-DD. Default: today (UTC),
  * Fills in the default range: the last 30 days up to today (UTC), or 30 days
  * up to endDate. A startDate alone runs to today, or to itself when it is
  * after today: a caller east of UTC asking for its own today is a day ahead.
+ * The default start is never before FIRST_DAY: an endDate in January 1970
+ * would otherwise echo a start the caller could not have sent (400).
  */
 function resolveRange<Q extends { startDate?: string; endDate?: string }>(query: Q) {
   const today = utcDay(new Date());
   const endDate = query.endDate ?? (query.startDate !== undefined && query.startDate > today ? query.startDate : today);
-  const startDate = query.startDate ?? addDays(endDate, -(DEFAULT_RANGE_DAYS - 1));
+  const defaultStart = addDays(endDate, -(DEFAULT_RANGE_DAYS - 1));
+  // YYYY-MM-DD strings sort as the days do.
+  const startDate = query.startDate ?? (defaultStart < FIRST_DAY ? FIRST_DAY : defaultStart);
   return { ...query, startDate, endDate };
 }
 
@@ -101,6 +105,9 @@ function resolveRange<Q extends { startDate?: string; endDate?: string }>(query:
  */
 function checkRange(query: { startDate?: string; endDate?: string }, context: z.RefinementCtx) {
   const { startDate, endDate } = resolveRange(query);
+  // A day outside the days a range may name has its own issue; the range it
+  // would make (a start clamped to FIRST_DAY after an end before it) is no second one.
+  if (!isDayInRange(startDate) || !isDayInRange(endDate)) return;
   if (daysInRange(startDate, endDate) < 1) context.addIssue({ code: 'custom', path: ['startDate'], message: 'Start date must not be after end date' });
   else if (!isWithinAYear(startDate, endDate)) {
     context.addIssue({ code: 'custom', path: [query.endDate === undefined ? 'startDate' : 'endDate'], message: 'Date range must be at most one year' });
