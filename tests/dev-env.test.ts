@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'dotenv';
 import { describe, expect, it } from 'vitest';
@@ -81,6 +83,32 @@ describe('npm run dev: where reset links lead', () => {
     expect(allowed).toEqual([...fromConfig.redirectUrls, 'https://portfolio.example.org/reset-password']);
     // The default front end is listed once.
     expect(withFrontEnd(fromConfig, { FRONTEND_URL: undefined, CORS_ORIGIN: DEFAULT_CORS_ORIGIN }).redirectUrls).toEqual(fromConfig.redirectUrls);
+  });
+});
+
+describe('npm run dev: the length of the codes in e-mails', () => {
+  // A reset token is a hash of the address and this code: its length decides how many tokens an address can have.
+  const settingsWith = async (otpLength: string) => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'otp-length-'));
+    try {
+      const file = path.join(dir, 'config.toml');
+      await writeFile(file, `[auth.email]\n${otpLength}\n`);
+      return await readAuthSettings(file);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
+
+  it("supabase/config.toml asks for the auth server's longest, 10 digits; without the key its default (6) stays", async () => {
+    expect((await readAuthSettings()).emailOtpLength).toBe(10);
+    expect((await settingsWith('otp_expiry = 3600')).emailOtpLength).toBeUndefined();
+    expect((await settingsWith('otp_length = 6')).emailOtpLength).toBe(6);
+  });
+
+  it('a length the auth server would quietly replace with 6 is refused, naming the key', async () => {
+    for (const value of ['11', '5', '8.5', '"10"']) {
+      await expect(settingsWith(`otp_length = ${value}`), value).rejects.toThrowError(/\[auth\.email\] otp_length must be a whole number from 6 to 10/);
+    }
   });
 });
 

@@ -207,6 +207,7 @@ export async function startAuthServer(options: AuthServerOptions): Promise<AuthS
   };
   if (settings.sessionInactivityTimeout) env.GOTRUE_SESSIONS_INACTIVITY_TIMEOUT = settings.sessionInactivityTimeout;
   if (settings.emailOtpExpiry) env.GOTRUE_MAILER_OTP_EXP = String(settings.emailOtpExpiry);
+  if (settings.emailOtpLength) env.GOTRUE_MAILER_OTP_LENGTH = String(settings.emailOtpLength);
   if (settings.recoveryTemplate) {
     env.GOTRUE_MAILER_TEMPLATES_RECOVERY = `${gateway.url}/templates/recovery.html`;
     if (settings.recoveryTemplate.subject) env.GOTRUE_MAILER_SUBJECTS_RECOVERY = settings.recoveryTemplate.subject;

@@ -20,6 +20,8 @@ export interface AuthSettings {
   emailConfirmations: boolean;
   /** `[auth.email] otp_expiry`: seconds a link or code from an e-mail works (the auth server's default, a day, when absent). */
   emailOtpExpiry?: number;
+  /** `[auth.email] otp_length`: digits of the code in an e-mail, 6 to 10 (the auth server's default, 6, when absent); the reset token is a hash of it. */
+  emailOtpLength?: number;
   secureEmailChange: boolean;
   recoveryTemplate?: { subject?: string; contentPath: string };
   rateLimits: { emailSent: number; signInSignUps: number; tokenVerifications: number; tokenRefresh: number };
@@ -29,6 +31,17 @@ type Table = Record<string, unknown>;
 const table = (value: unknown): Table => (value && typeof value === 'object' ? (value as Table) : {});
 const number = (value: unknown, fallback: number) => (typeof value === 'number' ? value : fallback);
 const bool = (value: unknown, fallback: boolean) => (typeof value === 'boolean' ? value : fallback);
+
+/**
+ * `[auth.email] otp_length`, checked: the auth server quietly takes 6 for a
+ * length outside 6 to 10, and a typo would shrink every reset token's space
+ * back to 10^6 unseen, so the stack refuses to start instead.
+ */
+function otpLength(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'number' && Number.isInteger(value) && value >= 6 && value <= 10) return value;
+  throw new Error(`supabase/config.toml: [auth.email] otp_length must be a whole number from 6 to 10, not ${JSON.stringify(value)}`);
+}
 
 export async function readAuthSettings(file = path.join(ROOT, 'supabase/config.toml')): Promise<AuthSettings> {
   const auth = table(parse(await readFile(file, 'utf8')).auth);
@@ -48,6 +61,7 @@ export async function readAuthSettings(file = path.join(ROOT, 'supabase/config.t
     minimumPasswordLength: number(auth.minimum_password_length, 6),
     emailConfirmations: bool(email.enable_confirmations, false),
     emailOtpExpiry: typeof email.otp_expiry === 'number' ? email.otp_expiry : undefined,
+    emailOtpLength: otpLength(email.otp_length),
     secureEmailChange: bool(email.double_confirm_changes, true),
     recoveryTemplate:
       typeof recovery.content_path === 'string'

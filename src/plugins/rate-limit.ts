@@ -44,6 +44,8 @@ declare module 'fastify' {
     pingRateLimitStore(): Promise<number> | undefined;
     /** Keys one request at a time may hold, across instances while Redis answers (the reset's address). */
     exclusiveClaims: ExclusiveClaims;
+    /** A counter of its own in the limits' store (Redis while it answers, else this process), for a budget a route counts itself. */
+    newRateStore(): RateStore;
   }
   interface FastifyContextConfig {
     /** The budget this route draws on instead of the general one. */
@@ -133,6 +135,7 @@ export default fp<RateLimitOptions & { config: Config }>(
     }
     app.decorate('pingRateLimitStore', () => ping());
     app.decorate('exclusiveClaims', claims);
+    app.decorate('newRateStore', () => newStore());
 
     const groups: Record<RateLimitGroup, Limiter> = {
       auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore()),

@@ -6,6 +6,7 @@ import type { Database } from '../../plugins/db.ts';
 import type { SupabaseAuth } from '../../plugins/supabase.ts';
 import { fail } from './failures.ts';
 import { endAllSessionsElevated, selectProfileByEmailElevated } from './queries.ts';
+import type { ResetTokenBudget } from './reset-token-budget.ts';
 
 // The password reset: the e-mail with its link, and the new password set with
 // the link's token (docs/accounts.md). Each holds a claim while the auth
@@ -38,6 +39,8 @@ export interface PasswordResetDeps {
   forgetUserSessions(userId: string): void;
   /** Addresses whose reset e-mail is being asked for, and reset tokens being redeemed, held across instances. */
   claims: ExclusiveClaims;
+  /** Reset-token redemptions per window across every client (reset-token-budget.ts). */
+  resetTokenBudget: ResetTokenBudget;
 }
 
 export function createPasswordResetService(deps: PasswordResetDeps) {
@@ -97,6 +100,8 @@ export function createPasswordResetService(deps: PasswordResetDeps) {
 
     /** Sets a new password with the reset token from the e-mail, then ends every session of the user. */
     async updatePassword(ip: string, token: string, newPassword: string, log: FastifyBaseLogger) {
+      // Before anything asks the auth server: while the budget is spent, a right guess is refused too.
+      await deps.resetTokenBudget.draw(log);
       // The auth server's verify step does not lock the token: two requests
       // with it at once (a double submit, or two instances) were both
       // answered 200, each setting its own password, and only the last one

@@ -5,6 +5,7 @@ import { MessageResponseSchema, PasswordSchema } from '../../lib/schemas.ts';
 import { aboutUser, bearerToken } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { noStore } from '../../plugins/security.ts';
+import { createResetTokenBudget } from './reset-token-budget.ts';
 import {
   LinkBodySchema,
   MeResponseSchema,
@@ -29,6 +30,11 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
     forgetSession: app.forgetSession,
     forgetUserSessions: app.forgetUserSessions,
     claims: app.exclusiveClaims,
+    resetTokenBudget: createResetTokenBudget({
+      store: app.newRateStore(),
+      max: config.RESET_TOKEN_ATTEMPTS_PER_WINDOW,
+      windowMs: config.RESET_TOKEN_WINDOW_MS,
+    }),
   });
   const tags = ['auth'];
   app.addHook('onRequest', noStore);
@@ -170,6 +176,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
           'Then every session of the user ends. 400 `New password is required`, `Password must be at least 6 characters` or ' +
           '`… at most 72 bytes` (checked before the token, which works once, is redeemed), `Invalid or expired reset token` ' +
           '(also once the e-mail is an hour old), or `New password must differ from the old one; request a new reset e-mail`; ' +
+          '429 for every client once RESET_TOKEN_ATTEMPTS_PER_WINDOW tokens were tried in the window, from any address; ' +
           '503 when the auth server does not answer.',
         body: UpdatePasswordBodySchema,
         response: { 200: MessageResponseSchema },
