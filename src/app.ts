@@ -31,7 +31,7 @@ import openApiPlugin, { docsPage } from './plugins/openapi.ts';
 import rateLimitPlugin, { type RateLimitOptions } from './plugins/rate-limit.ts';
 import refusalLogPlugin from './plugins/refusal-log.ts';
 import requestLogPlugin, { requestIdFor } from './plugins/request-log.ts';
-import securityPlugin, { headersBeforeRouting, pageSecurityPlugin } from './plugins/security.ts';
+import securityPlugin, { headersBeforeRouting, headersWithoutRequest, pageSecurityPlugin } from './plugins/security.ts';
 import supabasePlugin from './plugins/supabase.ts';
 
 export const VERSION = '0.1.0';
@@ -84,7 +84,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     // Errors the router raises before any hook runs (bad URL encoding, over-long
     // path parameters) get the same envelope and headers as every other error.
     frameworkErrors: frameworkErrorHandler(headersBeforeRouting(config)),
-    clientErrorHandler,
+    // Requests Node's parser refuses (431, 408, 400): the same envelope, readable by the front end.
+    clientErrorHandler: clientErrorHandler(headersWithoutRequest(config)),
   } satisfies FastifyHttpOptions<Server>;
 }
 

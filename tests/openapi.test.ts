@@ -1,6 +1,11 @@
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LOGO_STYLE_HASH } from '../src/plugins/openapi.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
 import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
 
@@ -279,3 +284,32 @@ describe('the OpenAPI document', () => {
   });
 });
 
+
+describe("the /docs explorer's Content-Security-Policy", () => {
+  it("allows the one inline <style> the installed explorer writes, by its hash: a changed bundle fails here", async () => {
+    // Every <style> the explorer's scripts create as React elements, found in the files /docs serves.
+    const staticDir = join(dirname(createRequire(import.meta.url).resolve('@fastify/swagger-ui')), 'static');
+    const styles: string[] = [];
+    for (const file of ['swagger-ui-bundle.js', 'swagger-ui-standalone-preset.js']) {
+      const source = await readFile(join(staticDir, file), 'utf8');
+      for (const [, text] of source.matchAll(/createElement\("style",null,("(?:[^"\\]|\\.)*")\)/g)) styles.push(JSON.parse(text) as string);
+    }
+    expect(styles).toEqual(['.logo_small_svg__cls-2{fill:#fff}.logo_small_svg__cls-3{fill:#85ea2d}']);
+    expect(styles.map((text) => `'sha256-${createHash('sha256').update(text).digest('base64')}'`)).toEqual([LOGO_STYLE_HASH]);
+  });
+
+  it("sends that hash in style-src, and never 'unsafe-inline', in test and in production", async () => {
+    for (const NODE_ENV of ['test', 'production'] as const) {
+      const app = await buildTestApp({ NODE_ENV });
+      try {
+        for (const url of ['/docs', '/docs/static/index.html']) {
+          const csp = String((await app.inject(url)).headers['content-security-policy']);
+          expect(/style-src ([^;]*)/.exec(csp)?.[1], `${NODE_ENV} ${url}`).toBe(`'self' https: ${LOGO_STYLE_HASH}`);
+          expect(csp, `${NODE_ENV} ${url}`).not.toContain('unsafe-inline');
+        }
+      } finally {
+        await app.close();
+      }
+    }
+  });
+});

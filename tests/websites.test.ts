@@ -92,6 +92,30 @@ describe('websites routes', () => {
     expect(read.json().data.id).toBe(site.id);
   });
 
+  it('no cache may keep an answer: each read route (the lookup by key has the key in its URL), the key-carrying writes, and refusals', async () => {
+    const site = await createWebsite(app, 'Uncached');
+    const answers = {
+      'GET /': await app.inject({ method: 'GET', url: '/api/websites', headers: auth }),
+      'GET /:id': await app.inject({ method: 'GET', url: `/api/websites/${site.id}`, headers: auth }),
+      'GET /api-key/:apiKey': await app.inject({ method: 'GET', url: `/api/websites/api-key/${site.apiKey}` }),
+      'GET /api-key': await app.inject({ method: 'GET', url: '/api/websites/api-key', headers: { 'x-api-key': site.apiKey } }),
+      'GET /api-key/:apiKey, unknown key': await app.inject({ method: 'GET', url: `/api/websites/api-key/wsk_${'B'.repeat(43)}` }),
+      'GET /:id, no token': await app.inject({ method: 'GET', url: `/api/websites/${site.id}` }),
+      'POST /': await create({ name: 'Uncached too', domain: 'uncached.example.com' }),
+      'POST /:id/api-key': await app.inject({ method: 'POST', url: `/api/websites/${site.id}/api-key`, headers: auth }),
+    };
+    expect(Object.fromEntries(Object.entries(answers).map(([route, answer]) => [route, [answer.statusCode, answer.headers['cache-control']]]))).toEqual({
+      'GET /': [200, 'no-store'],
+      'GET /:id': [200, 'no-store'],
+      'GET /api-key/:apiKey': [200, 'no-store'],
+      'GET /api-key': [200, 'no-store'],
+      'GET /api-key/:apiKey, unknown key': [404, 'no-store'],
+      'GET /:id, no token': [401, 'no-store'],
+      'POST /': [201, 'no-store'],
+      'POST /:id/api-key': [200, 'no-store'],
+    });
+  });
+
   it('POST /:id/api-key replaces the key: the new one works at once, shown once; the old one opens nothing; unknown id → 404', async () => {
     const site = await createWebsite(app, 'Rotated');
     const rotated = await app.inject({ method: 'POST', url: `/api/websites/${site.id}/api-key`, headers: auth });

@@ -162,32 +162,39 @@ export function frameworkErrorHandler(headersFor: (origin: string | undefined) =
  * Requests Node's HTTP parser refuses never reach Fastify's hooks: a header
  * block past the size limit, a malformed request line or length, a request
  * too slow to arrive. Fastify's default answer has no `success` and names the
- * status as its error; this one is the same envelope as every other refusal.
+ * status as its error; this one is the same envelope as every other refusal,
+ * with `headers` (the security plugin's `headersWithoutRequest`: CORS for
+ * the front end, which otherwise read a 431 or 408 as a network error).
  */
-export function clientErrorHandler(this: FastifyInstance, error: Error & { code?: string }, socket: Duplex) {
-  // A reset connection has no one left to answer.
-  if (error.code === 'ECONNRESET' || socket.destroyed) return;
-  const [statusCode, message] =
-    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'Request timeout']
-      : error.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request header fields too large']
-        : [400, 'Malformed HTTP request'];
-  // No route saw it, so the refusal count (plugins/refusal-log.ts) does not either: an oversized cookie
-  // that locks a user out shows here. Not stored: a flood of these must not fill app_logs.
-  this.log.warn({ statusCode, code: error.code, remoteAddress: (socket as { remoteAddress?: string }).remoteAddress, persist: false }, 'request refused by the HTTP parser');
-  // A request already answered (the rest of a refused body still arriving at the
-  // request deadline) is only cut: its client would read our bytes as the answer
-  // to its next request.
-  if (socket.writable && !answeredMidBody.has(socket)) {
-    answeredOnConnection(socket, statusCode);
-    const body = JSON.stringify({ success: false, error: message, statusCode });
-    socket.write(
-      `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
-  socket.destroy(error);
+export function clientErrorHandler(headers: Record<string, string>) {
+  const headerLines = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return function clientError(this: FastifyInstance, error: Error & { code?: string }, socket: Duplex) {
+    // A reset connection has no one left to answer.
+    if (error.code === 'ECONNRESET' || socket.destroyed) return;
+    const [statusCode, message] =
+      error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request timeout']
+        : error.code === 'HPE_HEADER_OVERFLOW'
+          ? [431, 'Request header fields too large']
+          : [400, 'Malformed HTTP request'];
+    // No route saw it, so the refusal count (plugins/refusal-log.ts) does not either: an oversized cookie
+    // that locks a user out shows here. Not stored: a flood of these must not fill app_logs.
+    this.log.warn({ statusCode, code: error.code, remoteAddress: (socket as { remoteAddress?: string }).remoteAddress, persist: false }, 'request refused by the HTTP parser');
+    // A request already answered (the rest of a refused body still arriving at the
+    // request deadline) is only cut: its client would read our bytes as the answer
+    // to its next request.
+    if (socket.writable && !answeredMidBody.has(socket)) {
+      answeredOnConnection(socket, statusCode);
+      const body = JSON.stringify({ success: false, error: message, statusCode });
+      socket.write(
+        `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\n${headerLines}Connection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.destroy(error);
+  };
 }
 
 /**

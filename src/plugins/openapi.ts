@@ -139,14 +139,34 @@ export default fp<{ version: string }>(
   { name: 'openapi' },
 );
 
+/**
+ * The one inline <style> the explorer writes: the top bar's logo, an SVG that
+ * React (swagger-ui-standalone-preset.js, `logo_small`) renders with
+ * `<style>.logo_small_svg__cls-2{fill:#fff}.logo_small_svg__cls-3{fill:#85ea2d}</style>`
+ * before @fastify/swagger-ui puts its own logo in its place. The page's CSP
+ * (`style-src 'self' https:`) refused it: a console error on every visit,
+ * and the logo drawn black on the dark bar meanwhile. Allowed by its hash
+ * alone, so the policy stays without 'unsafe-inline'. This is the SHA-256 of
+ * that text; tests/openapi.test.ts finds the text in the installed bundle and
+ * fails when an upgrade changes it, and tests/docs-page-browser.test.ts opens
+ * the page in Chromium.
+ */
+export const LOGO_STYLE_HASH = "'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w='";
+
+/** The plugin's CSP for the explorer, with the logo's style allowed and, off production, no HTTPS upgrades. */
+function docsPageCsp(header: string, { production }: { production: boolean }): string {
+  const withLogoStyle = header.replace(/style-src([^;]*)/, (_directive, sources: string) => `style-src ${sources.trim()} ${LOGO_STYLE_HASH}`);
+  // As on the other pages (plugins/security.ts), HTTPS upgrades are asked for in production
+  // only: over plain HTTP at any address but localhost the explorer's scripts went to https://.
+  return production ? withLogoStyle : withLogoStyle.replace(/\s*upgrade-insecure-requests;?/, '');
+}
+
 /** The /docs explorer: an HTML page, so app.ts registers it in the pages' scope. */
 export async function docsPage(pages: FastifyInstance, { production }: { production: boolean }) {
   await pages.register(swaggerUi, {
     routePrefix: '/docs',
     staticCSP: true,
-    // As on the other pages (plugins/security.ts), HTTPS upgrades are asked for in production
-    // only: over plain HTTP at any address but localhost the explorer's scripts went to https://.
-    transformStaticCSP: production ? undefined : (header) => header.replace(/\s*upgrade-insecure-requests;?/, ''),
+    transformStaticCSP: (header) => docsPageCsp(header, { production }),
     uiConfig: { deepLinking: true },
   });
 }

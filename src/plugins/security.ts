@@ -54,6 +54,22 @@ export function headersBeforeRouting(config: Config): (origin: string | undefine
 }
 
 /**
+ * The headers of an answer written before Node has parsed the request (a 431
+ * for headers too large, a 408 for a request too slow to arrive, a 400 for a
+ * malformed one; plugins/errors.ts, clientErrorHandler): without CORS, the
+ * front end read them as "Failed to fetch". There is no Origin to read (the
+ * header block, if it arrived at all, is the parser's), so CORS for the front
+ * end's origin goes on every such answer. That is safe because CORS_ORIGIN is
+ * one origin (the configuration refuses a list): a page on any other origin
+ * finds another origin named and is refused as before. The answer is a fixed
+ * envelope with nothing of an account in it, sent with `Connection: close`,
+ * and no cache may keep it.
+ */
+export function headersWithoutRequest(config: Config): Record<string, string> {
+  return { ...headersBeforeRouting(config)(new URL(config.CORS_ORIGIN).origin), 'cache-control': 'no-store' };
+}
+
+/**
  * For a scope whose answers carry tokens or a person's account (the auth and
  * users routes): nothing on the way may keep them (RFC 6749 asks it of token
  * answers), nor the browser's back button show them after sign-out.

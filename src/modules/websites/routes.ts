@@ -4,6 +4,7 @@ import { credentialsRefused } from '../../lib/errors.ts';
 import { MessageResponseSchema, PaginationQuerySchema } from '../../lib/schemas.ts';
 import { rolesInWords, WEBSITE_DELETERS, WEBSITE_READERS, WEBSITE_WRITERS } from '../../lib/roles.ts';
 import { callerOf } from '../../plugins/auth.ts';
+import { noStore } from '../../plugins/security.ts';
 import {
   ApiKeyHeadersSchema,
   ApiKeyParamsSchema,
@@ -21,6 +22,10 @@ import { createWebsitesService } from './service.ts';
 // write; only admins delete. The API key routes are public: the key is the credential.
 
 const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+  // Answers name a caller's websites, or carry an API key (created, replaced); a lookup by key
+  // has the key in its URL and no Authorization header, which a cache set to keep everything
+  // would store under that URL. No cache may keep any of them (plugins/security.ts).
+  app.addHook('onRequest', noStore);
   const websites = createWebsitesService({ db: app.db, deleteBatchSize: config.WEBSITE_DELETE_BATCH });
   await app.register(websiteDeletionPlugin, { config });
   const tags = ['websites'];
