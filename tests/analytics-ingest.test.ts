@@ -119,6 +119,46 @@ describe('recording events', () => {
     expect(devices).toEqual({ chrome: 'desktop', iphone: 'mobile', ipad: 'tablet' });
   });
 
+  it("a Mac's user agent with touchScreen (Safari on an iPad) is a tablet, in the row and in the summary's devices", async () => {
+    // Safari on iPadOS 13+ sends this, the Mac's user agent word for word.
+    const ipadSafari = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
+    const android = 'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/126.0 Mobile Safari/537.36';
+    const pads = await createWebsite(app, 'Pads');
+    const devices: Record<string, string> = {};
+    for (const [label, overrides] of [
+      ['ipad', { userAgent: ipadSafari, touchScreen: true }],
+      ['mac', { userAgent: ipadSafari }],
+      ['mac, touchScreen false', { userAgent: ipadSafari, touchScreen: false }],
+      ['android phone with touch', { userAgent: android, touchScreen: true }],
+      ['windows touch laptop', { userAgent: CHROME, touchScreen: true }],
+    ] as const) {
+      const response = await post(event(pads.id, overrides));
+      expect(response.statusCode, label).toBe(201);
+      const [row] = await sql`select device_type, metadata from public.analytics_events where id = ${response.json().data.id}`;
+      devices[label] = row.device_type;
+      // A hint for the device type, not stored as such.
+      expect(row.metadata, label).toEqual({});
+    }
+    expect(devices).toEqual({
+      ipad: 'tablet',
+      mac: 'desktop',
+      'mac, touchScreen false': 'desktop',
+      'android phone with touch': 'mobile',
+      'windows touch laptop': 'desktop',
+    });
+    const summary = await app.inject({ method: 'GET', url: `/api/analytics?websiteId=${pads.id}`, headers: { 'x-api-key': pads.apiKey } });
+    expect(summary.statusCode).toBe(200);
+    expect(summary.json().data.devices).toEqual([
+      { type: 'desktop', count: 3 },
+      { type: 'mobile', count: 1 },
+      { type: 'tablet', count: 1 },
+    ]);
+    const wrong = await post(event(pads.id, { userAgent: ipadSafari, touchScreen: 'yes' }));
+    expect(wrong.statusCode).toBe(400);
+    expect(wrong.json()).toEqual({ success: false, error: 'Validation failed', statusCode: 400, details: { touchScreen: ['Touch screen must be true or false'] } });
+    expect((await post(event(pads.id, { userAgent: ipadSafari, touchScreen: null }))).statusCode).toBe(201);
+  });
+
   it('visitor id: userId when given, else the same hash for the same IP and user agent, another for another IP', async () => {
     const ids = [
       (await post(event(site.id), '192.0.2.1')).json().data.id,

@@ -261,6 +261,43 @@ describe('the tracker in Chromium, from another origin', () => {
     await context.close();
   });
 
+  it('Safari on an iPad (a Mac user agent with a touch screen) is stored as a tablet; a Mac, a touch laptop, a phone are not', async () => {
+    // Safari on iPadOS 13+ sends the Mac's user agent word for word; an iPad reports 5 touch points.
+    const macSafari = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
+    const windowsChrome = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/147.0.0.0 Safari/537.36';
+    const androidChrome = 'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/147.0.0.0 Mobile Safari/537.36';
+    const visitors = [
+      { label: 'iPad', userAgent: macSafari, touchPoints: 5, device: 'tablet', hint: true },
+      { label: 'Mac', userAgent: macSafari, touchPoints: 0, device: 'desktop', hint: false },
+      { label: 'Windows touch laptop', userAgent: windowsChrome, touchPoints: 10, device: 'desktop', hint: false },
+      { label: 'Android phone', userAgent: androidChrome, touchPoints: 5, device: 'mobile', hint: false },
+    ];
+    for (const visitor of visitors) {
+      const devices = await createWebsite(app, `Device ${visitor.label}`);
+      // hasTouch alone gives maxTouchPoints 1 in Chromium: the count is set as the device reports it.
+      const context = await browser.newContext({ userAgent: visitor.userAgent, hasTouch: visitor.touchPoints > 0 });
+      await context.addInitScript(`Object.defineProperty(Navigator.prototype, "maxTouchPoints", { get: () => ${visitor.touchPoints} })`);
+      // What the tracker sends, read as it goes out (Chromium shows a beacon's Blob body to no request listener).
+      await context.addInitScript(`window.sentBeacons = [];
+        const sendBeacon = Navigator.prototype.sendBeacon;
+        Navigator.prototype.sendBeacon = function (url, data) { data.text().then((body) => window.sentBeacons.push(body)); return sendBeacon.call(this, url, data); };`);
+      const page = await context.newPage();
+      await page.goto(`${siteOrigin}/?site=${devices.id}`);
+      await expect.poll(async () => (await eventsOf(devices.id)).length, { timeout: 10_000 }).toBe(1);
+      const [stored] = await eventsOf(devices.id);
+      expect({ label: visitor.label, user_agent: stored.user_agent, device_type: stored.device_type }).toEqual({
+        label: visitor.label,
+        user_agent: visitor.userAgent,
+        device_type: visitor.device,
+      });
+      // The hint goes out with the iPad's events only: no other browser says more than its user agent.
+      await expect.poll(() => page.evaluate('window.sentBeacons.length'), { message: visitor.label }).toBe(1);
+      const sent = (await page.evaluate('window.sentBeacons')) as string[];
+      expect(JSON.parse(sent[0]).touchScreen, visitor.label).toBe(visitor.hint ? true : undefined);
+      await context.close();
+    }
+  });
+
   it('records nothing under Do Not Track', async () => {
     const quiet = await createWebsite(app, 'DNT');
     const context = await visitorContext();

@@ -190,6 +190,30 @@ describe('facts derived from a request', () => {
     expect(describeUserAgent('Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 Version/17.5 Safari/605.1.15')).toEqual({ bot: false, device: 'desktop' });
   });
 
+  it("a Macintosh user agent with the tracker's touch-screen hint is an iPad (tablet); with any other the hint changes nothing", () => {
+    // Safari on iPadOS 13+: the Mac's user agent word for word.
+    const ipadSafari = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15';
+    expect(describeUserAgent(ipadSafari)).toEqual({ bot: false, device: 'desktop' });
+    expect(describeUserAgent(ipadSafari, true)).toEqual({ bot: false, device: 'tablet' });
+    expect(describeUserAgent(ipadSafari, false).device).toBe('desktop');
+    expect(describeUserAgent(ipadSafari, null).device).toBe('desktop');
+    // The hint first, then none: the cache keeps both answers apart.
+    const macFirefox = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:128.0) Gecko/20100101 Firefox/128.0';
+    expect(describeUserAgent(macFirefox, true).device).toBe('tablet');
+    expect(describeUserAgent(macFirefox).device).toBe('desktop');
+    for (const [userAgent, device] of [
+      ['Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 Chrome/126.0 Mobile Safari/537.36', 'mobile'],
+      ['Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36', 'desktop'],
+      ['Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36', 'desktop'],
+      ['Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1', 'mobile'],
+      ['Mozilla/5.0 (Linux; Android 13; SM-X710) AppleWebKit/537.36 Chrome/126.0 Safari/537.36', 'tablet'],
+    ]) {
+      expect(describeUserAgent(userAgent, true).device, userAgent).toBe(device);
+    }
+    // A bot stays a bot, hint or not.
+    expect(describeUserAgent('Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 Safari/605.1.15 (Applebot/0.1)', true).bot).toBe(true);
+  });
+
   it('visitor ids rotate with the UTC day and differ per website, IP and user agent', () => {
     const visitorId = createVisitorIds('a-secret-of-at-least-thirty-two-characters');
     const base = { websiteId: 'w1', ip: '192.0.2.1', userAgent: 'UA', at: new Date('2026-03-01T10:00:00Z') };

@@ -257,6 +257,39 @@ describe('analytics summaries', () => {
     }
   });
 
+  it('every read answer is Cache-Control: no-store, refusals too; the ingest answer is not one of them', async () => {
+    const dates = 'startDate=2026-03-01&endDate=2026-03-04';
+    const key = { 'x-api-key': site.apiKey };
+    // Each read, and a variant that validation refuses (400).
+    const reads: Array<[string, string, Record<string, string>]> = [
+      [`/api/analytics?websiteId=${site.id}&${dates}`, `/api/analytics?websiteId=${site.id}&startDate=2026-02-30`, key],
+      [`/api/analytics/website/${site.id}?${dates}`, `/api/analytics/website/${site.id}?endDate=yesterday`, key],
+      [`/api/analytics/date-range?websiteId=${site.id}&${dates}`, `/api/analytics/date-range?websiteId=${site.id}&startDate=2026-02-30`, key],
+      [`/api/analytics/realtime?websiteId=${site.id}`, '/api/analytics/realtime?websiteId=not-a-uuid', key],
+      [`/api/analytics/date-range/export?websiteId=${site.id}&${dates}`, `/api/analytics/date-range/export?websiteId=${site.id}&startDate=2026-02-30`, { authorization: `Bearer ${admin}` }],
+    ];
+    for (const [url, invalid, headers] of reads) {
+      const read = await app.inject({ method: 'GET', url, headers });
+      expect(read.statusCode, url).toBe(200);
+      expect(read.headers['cache-control'], url).toBe('no-store');
+      // Refused before the handler runs: no credentials (401), a bad query (400). Not for a cache either.
+      const anonymous = await app.inject({ method: 'GET', url });
+      expect(anonymous.statusCode, url).toBe(401);
+      expect(anonymous.headers['cache-control'], url).toBe('no-store');
+      const refused = await app.inject({ method: 'GET', url: invalid, headers });
+      expect(refused.statusCode, invalid).toBe(400);
+      expect(refused.headers['cache-control'], invalid).toBe('no-store');
+    }
+    // Ingestion answers say nothing of a website's figures: the scope-wide header is not put on them.
+    const ingest = await app.inject({
+      method: 'POST',
+      url: '/api/analytics',
+      payload: { websiteId: other.id, eventType: 'page_view', page: '/x', userAgent: 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/126.0 Safari/537.36', sessionId: 'cache-check' },
+    });
+    expect(ingest.statusCode).toBe(201);
+    expect(ingest.headers['cache-control']).toBeUndefined();
+  });
+
   it('an unknown website → 404 Website not found', async () => {
     const response = await summary(`websiteId=${crypto.randomUUID()}`, { authorization: `Bearer ${admin}` });
     expect(response.statusCode).toBe(404);

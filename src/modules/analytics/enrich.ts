@@ -15,19 +15,41 @@ export interface UserAgentFacts {
 }
 
 const UA_CACHE_SIZE = 5_000;
-const userAgentCache = new Map<string, UserAgentFacts>();
+/** A user agent's facts, and what they become when the browser reports a touch screen. */
+interface ParsedUserAgent {
+  facts: UserAgentFacts;
+  onTouchScreen: UserAgentFacts;
+}
+const userAgentCache = new Map<string, ParsedUserAgent>();
 
-/** Parsing is the costly part of ingestion and few user agents repeat a lot: cache them. */
-export function describeUserAgent(userAgent: string): UserAgentFacts {
-  const cached = userAgentCache.get(userAgent);
-  if (cached) return cached;
-  const type = UAParser(userAgent).device.type;
+function parseUserAgent(userAgent: string): ParsedUserAgent {
+  const { type, model } = UAParser(userAgent).device;
   // ua-parser-js leaves desktops untyped; TVs, consoles and the like count as desktop.
   const device: DeviceType = type === 'mobile' || type === 'wearable' ? 'mobile' : type === 'tablet' ? 'tablet' : 'desktop';
   const facts = { bot: isbot(userAgent), device };
-  if (userAgentCache.size >= UA_CACHE_SIZE) userAgentCache.delete(userAgentCache.keys().next().value as string);
-  userAgentCache.set(userAgent, facts);
-  return facts;
+  // Safari on iPadOS 13+ sends the Mac's user agent word for word; only the
+  // browser can tell them apart (a Mac has no touch screen). The same test as
+  // ua-parser-js's own browser-side withFeatureCheck(): model Macintosh plus
+  // touch is an iPad. Any other user agent keeps its type: an Android phone
+  // with touch stays mobile, a Windows touch laptop stays desktop.
+  const onTouchScreen = model === 'Macintosh' ? { ...facts, device: 'tablet' as const } : facts;
+  return { facts, onTouchScreen };
+}
+
+/**
+ * Bot or not, and the device type. `touchScreen`: the tracker's hint that a
+ * Macintosh user agent comes with a touch screen (an iPad). Parsing is the
+ * costly part of ingestion and few user agents repeat a lot: both answers are
+ * cached with the user agent, so the hint costs no second parse.
+ */
+export function describeUserAgent(userAgent: string, touchScreen?: boolean | null): UserAgentFacts {
+  let parsed = userAgentCache.get(userAgent);
+  if (!parsed) {
+    parsed = parseUserAgent(userAgent);
+    if (userAgentCache.size >= UA_CACHE_SIZE) userAgentCache.delete(userAgentCache.keys().next().value as string);
+    userAgentCache.set(userAgent, parsed);
+  }
+  return touchScreen === true ? parsed.onTouchScreen : parsed.facts;
 }
 
 /** The referrer's host, lower case, without a leading `www.`; null when absent or not a URL. */

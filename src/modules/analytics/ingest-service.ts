@@ -33,7 +33,7 @@ export function createIngestService({
      * `log`: the request's, so a refusal's line carries its request id.
      */
     async record(body: RecordEventBody, client: { ip: string }, log: FastifyBaseLogger): Promise<RecordResult> {
-      const agent = describeUserAgent(body.userAgent);
+      const agent = describeUserAgent(body.userAgent, body.touchScreen);
       if (agent.bot) return { kind: 'bot' };
       if (!isUuidText(body.websiteId)) throw websiteNotFound();
       // One website, one spelling: the visitor hash and the batch's rollups key on this text.

@@ -6,6 +6,7 @@ import { rolesInWords, WEBSITE_READERS } from '../../lib/roles.ts';
 import { callerOf } from '../../plugins/auth.ts';
 import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
+import { noStore } from '../../plugins/security.ts';
 import analyticsBatcherPlugin from './batcher.ts';
 import { createCountryLookup } from './geo.ts';
 import { analyticsCallerGuard, analyticsCallerOf } from './guard.ts';
@@ -54,6 +55,10 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   const analytics = createAnalyticsService({ db: app.db });
   const identifyAnalyticsCaller = analyticsCallerGuard(app, analytics.websiteIdOfApiKeyElevated);
   const requireAdmin = app.requireRole('admin');
+  // The read answers are a website's figures, as private as other authenticated answers: no cache
+  // keeps them (errors included, so the header comes first). Ingestion answers say nothing, and the
+  // tracker script (tracker/routes.ts) is public and cached on purpose.
+  const reader = [noStore, identifyAnalyticsCaller];
 
   /** The one summary answer; its two routes differ only in where the website id is written. */
   async function summarize(request: FastifyRequest, { websiteId, startDate, endDate }: DayRange) {
@@ -104,7 +109,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.get(
     '/',
     {
-      onRequest: identifyAnalyticsCaller,
+      onRequest: reader,
       schema: { tags, security, summary: `Summary of a website over whole UTC days (${readers})`, querystring: SummaryQuerySchema, response: { 200: SummaryResponseSchema } },
     },
     async function summaryByQuery(request) {
@@ -115,7 +120,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.get(
     '/website/:websiteId',
     {
-      onRequest: identifyAnalyticsCaller,
+      onRequest: reader,
       schema: {
         tags,
         security,
@@ -133,7 +138,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.get(
     '/realtime',
     {
-      onRequest: identifyAnalyticsCaller,
+      onRequest: reader,
       schema: {
         tags,
         security,
@@ -150,7 +155,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.get(
     '/date-range',
     {
-      onRequest: identifyAnalyticsCaller,
+      onRequest: reader,
       schema: { tags, security, summary: `Daily page views, visitors and sessions, zero days included (${readers})`, querystring: DateRangeQuerySchema, response: { 200: DailySeriesResponseSchema } },
     },
     async function dailySeries(request) {
@@ -163,7 +168,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
   app.get(
     '/date-range/export',
     {
-      onRequest: requireAdmin,
+      onRequest: [noStore, requireAdmin],
       schema: {
         tags,
         security: [{ bearer: [] }],

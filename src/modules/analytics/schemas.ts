@@ -52,6 +52,17 @@ export const RecordEventBodySchema = z.object({
   userAgent: text('User agent', 1024),
   sessionId: text('Session id', 128),
   userId: text('User id', 128).nullish(),
+  // Not in SPEC's entry, and optional: Safari on an iPad sends a Mac's user
+  // agent, and only the browser knows it has a touch screen. Read with a
+  // Macintosh user agent only (enrich.ts); not stored as such.
+  touchScreen: z
+    .boolean({ error: 'Touch screen must be true or false' })
+    .meta({
+      description:
+        'true when the browser reports a touch screen (navigator.maxTouchPoints > 1). Read only with a Macintosh user agent, ' +
+        'which Safari on iPadOS 13+ sends: the event counts as a tablet. The tracker sends it only then.',
+    })
+    .nullish(),
   metadata: boundedJsonObject('Metadata', METADATA_MAX_BYTES)
     .refine(hasCountableLoadTime, `loadTime must be a number of milliseconds from 0 to ${LOAD_TIME_MAX_MS}`)
     .meta({

@@ -34,6 +34,10 @@
   // them: a tab left open for a day was one session of a day.
   var SESSION_IDLE_MS = 30 * 60 * 1000;
   var memory = null;
+  // Safari on an iPad (iPadOS 13+) sends a Mac's user agent word for word, and
+  // a Mac has no touch screen: the API counts such an event as a tablet. Sent
+  // only then, so no other browser says more about itself than its user agent.
+  var touchScreenMac = /Macintosh/.test(navigator.userAgent) && navigator.maxTouchPoints > 1;
 
   function newId() {
     return crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2) + Date.now().toString(36);
@@ -79,6 +83,7 @@
       var current = session(fields.referrer);
       if (current.repeated) fields.referrer = undefined;
       var event = { websiteId: websiteId, eventType: eventType, page: currentPage(), userAgent: navigator.userAgent, sessionId: current.id };
+      if (touchScreenMac) event.touchScreen = true;
       for (var name in fields) if (fields[name] !== undefined) event[name] = fields[name];
       var body = JSON.stringify(event);
       // text/plain is a CORS "simple request": no preflight; the answer is not read.
