@@ -61,8 +61,20 @@ export function driverTarget(url: string): DriverTarget {
   return { url: `${url.slice(0, authorityStart)}${authority.slice(0, hostStart)}localhost${port}${rest}`, host };
 }
 
-/** postgres.js's pool for `url`, a socket directory or `host` parameter in it included (driverTarget). */
+/**
+ * How every connection writes dates and times, whatever the database's or the
+ * role's defaults. postgres.js, and the project's own timestamp helpers, read
+ * a timestamp's text with `new Date()`, which takes ISO but not the SQL,
+ * German or Postgres styles a self-hosted database may be set to
+ * (`29/11/2026 19:53:08.42 CET`): under `DateStyle = 'SQL, DMY'` every
+ * feedback, website and log answer was a 500, some after their write had
+ * committed. UTC, so that nothing the database prints depends on its zone.
+ */
+export const SESSION_DATE_SETTINGS = { DateStyle: 'ISO, MDY', TimeZone: 'UTC' } as const;
+
+/** postgres.js's pool for `url`, a socket directory or `host` parameter in it included (driverTarget), reading dates as ISO. */
 export function connectPostgres(url: string, options: postgres.Options<{}>): postgres.Sql {
   const target = driverTarget(url);
-  return postgres(target.url, target.host === undefined ? options : { ...options, host: target.host });
+  const withDates = { ...options, connection: { ...SESSION_DATE_SETTINGS, ...options.connection } };
+  return postgres(target.url, target.host === undefined ? withDates : { ...withDates, host: target.host });
 }
