@@ -168,6 +168,11 @@ export const SettingsSchema = z.object({
   // A website is deleted in batches of this many rows, each its own short
   // statement, so no statement grows with the website (docs/analytics.md).
   WEBSITE_DELETE_BATCH: intBetween(100, 100_000, 5_000),
+  // DELETE /api/websites/:id waits this long for those batches, then answers
+  // 202 while they go on in the background (0: never waits). Five seconds
+  // cover a website of some 100,000 events, and stay far below the 30–60 s
+  // after which a proxy answers 502/504 for a deletion that goes on anyway.
+  WEBSITE_DELETE_WAIT_MS: intBetween(0, 60_000, 5_000),
 
   BODY_LIMIT_BYTES: positiveInt(1024 * 1024),
   // The whole request, headers and body, must arrive within this long; then

@@ -378,7 +378,8 @@ describe('deleting a website with many events', () => {
     // 60 ms: about half of what deleting 80 000 events and their rollups in one statement takes
     // here (108–222 ms), and many times what one batch of 200 rows takes (1.5 ms median, 4 ms with
     // the machine's cores busy; before batches walked the index they grew to 20 ms and more).
-    const strict = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '60', WEBSITE_DELETE_BATCH: '200' });
+    // The longest wait: the request answers once every row is gone, as a small website's does by default.
+    const strict = await buildTestApp({ DATABASE_STATEMENT_TIMEOUT_MS: '60', WEBSITE_DELETE_BATCH: '200', WEBSITE_DELETE_WAIT_MS: '60000' });
     const site = await createWebsite(strict, 'Many events');
     try {
       await insertManyEvents(site.id, 80_000);
@@ -575,7 +576,7 @@ describe('deleting a website with many events', () => {
       });
       await lockTaken;
       try {
-        const finishing = createWebsitesService({ db: strict.db, deleteBatchSize: 200 }).finishLeftDeletionsElevated();
+        const finishing = createWebsitesService({ db: strict.db, deleteBatchSize: 200, log: strict.log }).finishLeftDeletionsElevated();
         await expect(finishing).rejects.toThrow(/website deletions failed/);
       } finally {
         release();
@@ -632,7 +633,7 @@ describe('deleting a website with many events', () => {
       const again = await app.inject({ method: 'DELETE', url: `/api/websites/${site.id}`, headers: auth });
       expect(again.statusCode).toBe(200);
       expect(await rowsLeft(site.id)).toEqual({});
-      await createWebsitesService({ db: app.db, deleteBatchSize: 500 }).finishLeftDeletionsElevated();
+      await createWebsitesService({ db: app.db, deleteBatchSize: 500, log: app.log }).finishLeftDeletionsElevated();
       expect(await rowsLeft(other.id)).toEqual({});
     } finally {
       await sql`delete from public.websites where id in ${sql([site.id, other.id])}`;

@@ -10,6 +10,7 @@ import {
   ApiKeyParamsSchema,
   CreatedWebsiteResponseSchema,
   CreateWebsiteBodySchema,
+  DeletionUnderWayResponseSchema,
   ListWebsitesResponseSchema,
   UpdateWebsiteBodySchema,
   WebsiteIdParamsSchema,
@@ -26,8 +27,9 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
   // has the key in its URL and no Authorization header, which a cache set to keep everything
   // would store under that URL. No cache may keep any of them (plugins/security.ts).
   app.addHook('onRequest', noStore);
-  const websites = createWebsitesService({ db: app.db, deleteBatchSize: config.WEBSITE_DELETE_BATCH });
-  await app.register(websiteDeletionPlugin, { config });
+  const websites = createWebsitesService({ db: app.db, deleteBatchSize: config.WEBSITE_DELETE_BATCH, log: app.log });
+  // Stops the deletions this service runs at shutdown, and sweeps up those left unfinished.
+  await app.register(websiteDeletionPlugin, { config, websites });
   const tags = ['websites'];
   const security = [{ bearer: [] }];
   const readers = `(${rolesInWords(WEBSITE_READERS)})`;
@@ -129,15 +131,28 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     },
   );
 
+  // The website is marked (hidden, keyless) before the answer in either case; its rows go in
+  // batches that the request waits for at most WEBSITE_DELETE_WAIT_MS (docs/analytics.md).
   app.delete(
     '/:id',
     {
       onRequest: app.requireRole(...WEBSITE_DELETERS),
-      schema: { tags, security, summary: `Delete a website with its analytics, its API key stops working at once ${deleters}`, params: WebsiteIdParamsSchema, response: { 200: MessageResponseSchema } },
+      schema: {
+        tags,
+        security,
+        summary: `Delete a website with its analytics, its API key stops working at once ${deleters}`,
+        description:
+          '200 once the website and its analytics are gone. 202 when that takes longer than the server waits (WEBSITE_DELETE_WAIT_MS): ' +
+          'the website is already gone from every read and its key opens nothing; the rest is deleted in the background.',
+        params: WebsiteIdParamsSchema,
+        response: { 200: MessageResponseSchema, 202: DeletionUnderWayResponseSchema },
+      },
     },
-    async function removeWebsite(request) {
-      await websites.removeWebsite(callerOf(request), request.params.id);
-      return { success: true as const, message: 'Website deleted' };
+    async function removeWebsite(request, reply) {
+      const { id } = request.params;
+      const outcome = await websites.removeWebsite(callerOf(request), id, { waitMs: config.WEBSITE_DELETE_WAIT_MS });
+      if (outcome === 'deleted') return reply.send({ success: true as const, message: 'Website deleted' });
+      return reply.status(202).send({ success: true as const, message: 'Website deletion under way', data: { id } });
     },
   );
 };

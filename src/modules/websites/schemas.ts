@@ -86,3 +86,10 @@ export const ListWebsitesResponseSchema = z.object({
   pagination: PaginationSchema,
 });
 
+
+/** DELETE /:id when the deletion outlasts the request's wait: the website is hidden and keyless, its rows still going. */
+export const DeletionUnderWayResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.uuid() }),
+});

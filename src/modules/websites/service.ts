@@ -1,4 +1,5 @@
 import { setTimeout } from 'node:timers/promises';
+import type { FastifyBaseLogger } from 'fastify';
 import { generateApiKey, hashApiKey, isWellFormedApiKey } from '../../lib/api-keys.ts';
 import { retryDelayMs } from '../../lib/backoff.ts';
 import { errorCode, notFound } from '../../lib/errors.ts';
@@ -18,6 +19,7 @@ import {
   toWebsite,
   updateWebsite,
 } from './queries.ts';
+import { createRunningDeletions, type DeletionOutcome } from './deletion/running.ts';
 import type { CreateWebsiteBody, UpdateWebsiteBody, Website } from './schemas.ts';
 
 // Websites and their API keys. Every operation runs as its caller under
@@ -42,9 +44,11 @@ export interface WebsitesServiceDeps {
   db: Database;
   /** Rows per deletion batch (WEBSITE_DELETE_BATCH). */
   deleteBatchSize: number;
+  /** Where deletions that no caller waited for say how they ended (deletion/running.ts). */
+  log: FastifyBaseLogger;
 }
 
-export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDeps) {
+export function createWebsitesService({ db, deleteBatchSize, log }: WebsitesServiceDeps) {
   /** The new website with its API key, shown in full only here. */
   async function createWebsite(caller: Caller, body: CreateWebsiteBody): Promise<Website & { apiKey: string }> {
     const apiKey = generateApiKey();
@@ -88,22 +92,27 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
     return { ...website, apiKey: apiKey.key };
   }
 
+  // The deletions running in this process: each website's at most once.
+  const deletions = createRunningDeletions({ finish: finishDeletionElevated, log });
+
   /**
    * Deletion in two steps (docs/analytics.md, "Deleting a website"): the
    * caller's own short transaction marks the website, which hides it and ends
    * its key at commit; then batches, each a short statement of its own, remove
    * its rows and at last the website. No statement grows with the website, so
-   * the statement timeout never stops it. Asked again, it finishes a deletion
-   * that was cut short.
+   * the statement timeout never stops it. The batches are a task of the
+   * process (deletion/running.ts): the caller waits for them at most `waitMs`,
+   * and learns whether the website is gone or its deletion goes on. Asked
+   * again, it finishes a deletion that was cut short, or joins the one running.
    */
-  async function removeWebsite(caller: Caller, id: string): Promise<void> {
+  async function removeWebsite(caller: Caller, id: string, { waitMs }: { waitMs: number }): Promise<DeletionOutcome> {
     const begun = await db.writeAtOnceAsActor(dbActorOf(caller), (tx) => beginWebsiteDeletion(tx, id));
     if (!begun) throw websiteNotFound();
-    await finishDeletionElevated(id);
+    return deletions.join(id, waitMs);
   }
 
-  /** Elevated: deletes a marked website batch by batch; `stopped` is asked between batches. */
-  async function finishDeletionElevated(id: string, stopped: () => boolean = () => false): Promise<void> {
+  /** Elevated: deletes a marked website batch by batch; `stopped` is asked between batches. True once it is gone. */
+  async function finishDeletionElevated(id: string, stopped: () => boolean): Promise<boolean> {
     let batchSize = deleteBatchSize;
     let failuresInARow = 0;
     while (!stopped()) {
@@ -118,27 +127,32 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
         continue;
       }
       failuresInARow = 0;
-      if (deleted === 0) return;
+      if (deleted === 0) return true;
     }
+    return false;
   }
 
   /**
-   * Elevated: finishes the deletions a stopped process left behind, the
-   * longest begun first; how many it found. One that fails (its rows held
-   * past every retry) does not hold up the others: they are finished, then
-   * its error is thrown, and it waits for the next start or DELETE.
+   * Elevated: finishes the deletions a stopped process, or a failed one, left
+   * behind, the longest begun first (joining those running here); how many it
+   * found. One that fails (its rows held past every retry) does not hold up
+   * the others: they are finished, then its error is thrown, and it waits for
+   * the next sweep or DELETE. Stops when the deletions are stopped (shutdown).
    */
-  async function finishLeftDeletionsElevated(stopped: () => boolean = () => false): Promise<number> {
+  async function finishLeftDeletionsElevated(): Promise<number> {
     const ids = await selectWebsiteIdsBeingDeletedElevated(db.sql);
     const failures: unknown[] = [];
+    const failedIds: string[] = [];
     for (const id of ids) {
+      if (deletions.isStopping()) break;
       try {
-        await finishDeletionElevated(id, stopped);
+        await deletions.join(id);
       } catch (error) {
         failures.push(error);
+        failedIds.push(id);
       }
     }
-    if (failures.length > 0) throw new AggregateError(failures, `${failures.length} of ${ids.length} website deletions failed`);
+    if (failures.length > 0) throw new AggregateError(failures, `${failures.length} of ${ids.length} website deletions failed (${failedIds.join(', ')})`);
     return ids.length;
   }
 
@@ -150,7 +164,20 @@ export function createWebsitesService({ db, deleteBatchSize }: WebsitesServiceDe
     return toWebsite(row);
   }
 
-  return { createWebsite, listWebsites, findWebsite, changeWebsite, rotateApiKey, removeWebsite, finishLeftDeletionsElevated, findWebsiteByApiKeyElevated };
+  return {
+    createWebsite,
+    listWebsites,
+    findWebsite,
+    changeWebsite,
+    rotateApiKey,
+    removeWebsite,
+    finishLeftDeletionsElevated,
+    findWebsiteByApiKeyElevated,
+    /** Stops every deletion after its current batch (the shutdown begins). */
+    stopDeletions: deletions.stop,
+    /** Waits at most `timeoutMs` for the deletions running here to end; whether they all did. */
+    deletionsSettled: deletions.settled,
+  };
 }
 
 export type WebsitesService = ReturnType<typeof createWebsitesService>;
