@@ -305,8 +305,8 @@ describe('app foundation', () => {
     expect([bare.statusCode, bare.headers['access-control-allow-origin'], bare.body]).toEqual([204, FRONTEND, '']);
     const simple = await app.inject({ method: 'GET', url: '/health', headers: { origin: FRONTEND } });
     expect(simple.headers['access-control-allow-origin']).toBe(FRONTEND);
-    // A fetched export's file name, and the refusals' timing, are readable by the page.
-    expect(String(simple.headers['access-control-expose-headers']).split(/,\s*/)).toEqual(expect.arrayContaining(['Content-Disposition', 'Retry-After', 'X-Request-Id']));
+    // A fetched export's file name, the refusals' timing, and a 405's methods are readable by the page.
+    expect(String(simple.headers['access-control-expose-headers']).split(/,\s*/)).toEqual(expect.arrayContaining(['Content-Disposition', 'Retry-After', 'X-Request-Id', 'Allow']));
   });
 
   it("lets the front end's origin send the request headers its libraries add (a preflight is not refused over them)", async () => {

@@ -33,7 +33,7 @@ export function dataHeaders(production: boolean): Record<string, string> {
 }
 
 /** What the front end's origin may read of an answer besides the body. */
-const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition'];
+const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition', 'Allow'];
 
 /**
  * The headers this plugin's hooks give an answer (the data set, CORS for the
