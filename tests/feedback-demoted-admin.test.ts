@@ -1,11 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createFeedbackService } from '../src/modules/feedback/service.ts';
-import type { Caller } from '../src/plugins/auth.ts';
-import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
-import { legacyAdmin } from './support/admin-auth.ts';
-import { createAuthUser, grantRole, openSession, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
+import { buildTestApp } from './support/app.ts';
+import { legacyAdmin, signedInAdmin } from './support/admin-auth.ts';
+import { createAuthUser, grantRole, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
 import { feedbackBody } from './support/feedback-fixtures.ts';
 
 // PUT /api/feedback/:id by an admin whose role is revoked while the change is
@@ -39,20 +37,6 @@ async function submitted(): Promise<string> {
 const stored = async (id: string) =>
   (await sql`select status::text, admin_notes, resolved_by, resolved_at from public.feedback where id = ${id}`)[0];
 
-/** A signed-in user with the admin role: an open session, and a token for it as the auth server signs one. */
-async function signedInAdmin() {
-  const user = await createAuthUser(sql);
-  await grantRole(sql, user.id, 'admin');
-  const sessionId = await openSession(sql, user.id);
-  const claims = { sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId };
-  const token = await new SignJWT(claims)
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuedAt()
-    .setExpirationTime('1h')
-    .sign(new TextEncoder().encode(TEST_JWT_SECRET));
-  const caller: Caller = { kind: 'user', userId: user.id, sessionId, roles: ['admin'], claims };
-  return { id: user.id, caller, authorization: `Bearer ${token}` };
-}
 
 /**
  * Starts the triage of `id` by `authorization` while a transaction holds the
@@ -70,7 +54,7 @@ async function triageBehindALock(id: string, authorization: string, meanwhile: (
 
 describe('PUT /api/feedback/:id by an admin whose role goes', () => {
   it('revoked while the change waits for the row: 403, and nothing changed', async () => {
-    const former = await signedInAdmin();
+    const former = await signedInAdmin(sql);
     const id = await submitted();
     const answer = await triageBehindALock(id, former.authorization, () => sql`delete from public.user_roles where user_id = ${former.id} and role = 'admin'`);
     expect(answer.json()).toEqual(REFUSED);
@@ -78,7 +62,7 @@ describe('PUT /api/feedback/:id by an admin whose role goes', () => {
   });
 
   it('an admin who keeps the role through the wait has the change stored', async () => {
-    const kept = await signedInAdmin();
+    const kept = await signedInAdmin(sql);
     const id = await submitted();
     const answer = await triageBehindALock(id, kept.authorization, async () => {});
     expect(answer.statusCode, answer.body).toBe(200);
@@ -94,7 +78,7 @@ describe('PUT /api/feedback/:id by an admin whose role goes', () => {
   });
 
   it('revoked after the guard read it, before the write began: 403, not 404 for a row it no longer sees', async () => {
-    const former = await signedInAdmin();
+    const former = await signedInAdmin(sql);
     const id = await submitted();
     await sql`delete from public.user_roles where user_id = ${former.id} and role = 'admin'`;
     const feedback = createFeedbackService({ db: app.db, captcha: { enabled: false, verify: async () => 'passed' } });

@@ -1,12 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { SignJWT } from 'jose';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRolesService } from '../src/modules/roles/service.ts';
-import type { Caller } from '../src/plugins/auth.ts';
-import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
-import { expectRefused, legacyAdmin } from './support/admin-auth.ts';
-import { asUser, createAuthUser, grantRole, openSession, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
+import { buildTestApp } from './support/app.ts';
+import { expectRefused, legacyAdmin, signedInAdmin } from './support/admin-auth.ts';
+import { asUser, createAuthUser, grantRole, openTransaction, testSql, untilWaitingOnLock } from './support/db.ts';
 import { createPrivateDatabase } from './support/private-database.ts';
 
 // /api/userRoles, the role-change record, and the last-admin rule. The rule
@@ -120,27 +118,13 @@ describe('/api/userRoles', () => {
     expect((await setRoles(user.id, ['editor'])).json()).toEqual(notFound);
   });
 
-  /** A signed-in user with the admin role: an open session, and a token for it as the auth server signs one. */
-  async function signedInAdmin() {
-    const user = await createAuthUser(sql);
-    await grantRole(sql, user.id, 'admin');
-    const sessionId = await openSession(sql, user.id);
-    const claims = { sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId };
-    const token = await new SignJWT(claims)
-      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-      .setIssuedAt()
-      .setExpirationTime('1h')
-      .sign(new TextEncoder().encode(TEST_JWT_SECRET));
-    const caller: Caller = { kind: 'user', userId: user.id, sessionId, roles: ['admin'], claims };
-    return { id: user.id, caller, authorization: `Bearer ${token}` };
-  }
   const rolesOf = async (userId: string) => (await sql`select role::text from public.user_roles where user_id = ${userId} order by role`).map((r) => r.role);
 
   it('an admin whose role is revoked while the change waits for its turn: 403, and nothing changed', async () => {
     // Row-level security hid the user's rows from the delete, which removed
     // nothing and failed nothing, and from the read after it: 200 "Roles
     // updated" with roles [], while the user kept every role.
-    const [former, target] = [await signedInAdmin(), await createAuthUser(sql)];
+    const [former, target] = [await signedInAdmin(sql), await createAuthUser(sql)];
     await grantRole(sql, (await createAuthUser(sql)).id, 'admin'); // so that the one revoked is not the last admin
     await grantRole(sql, target.id, 'editor');
     // Only revokes, and a grant too (refused by the insert policy).
@@ -159,7 +143,7 @@ describe('/api/userRoles', () => {
 
   it('a caller no longer an admin is told 403, not 404 for a user it no longer sees', async () => {
     // The guard read the admin role; it was revoked before the service's first statement.
-    const [former, target] = [await signedInAdmin(), await createAuthUser(sql)];
+    const [former, target] = [await signedInAdmin(sql), await createAuthUser(sql)];
     await grantRole(sql, (await createAuthUser(sql)).id, 'admin');
     await sql`delete from public.user_roles where user_id = ${former.id}`;
     const roles = createRolesService({ db: app.db });

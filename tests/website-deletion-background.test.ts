@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scheduleSweeps } from '../src/modules/websites/deletion/worker.ts';
 import { createWebsitesService } from '../src/modules/websites/service.ts';
-import { ANALYTICS_TABLES, adminToken, createWebsite } from './support/analytics.ts';
+import { ANALYTICS_TABLES, adminToken, createWebsite, insertEventsInBulk } from './support/analytics.ts';
 import { buildTestAppWithLog } from './support/app.ts';
 import { untilWaitingOnLock } from './support/db.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
@@ -36,14 +36,7 @@ const rowsLeft = async (websiteId: string) => {
   return left;
 };
 
-/** `count` events over 90 days, 3000 sessions and 5000 visitors, so every rollup table has rows. */
-const insertManyEvents = (websiteId: string, count: number) => database.sql`
-  insert into public.analytics_events
-    (id, website_id, event_type, page, referrer_host, user_agent, device_type, session_id, visitor_id, country, utm_source, created_at)
-  select gen_random_uuid(), ${websiteId}, 'page_view', '/p' || (g % 50), 'ref' || (g % 7) || '.example.test', 'fixture',
-         (array['desktop', 'mobile', 'tablet'])[1 + g % 3], 's' || (g % 3000), 'v' || (g % 5000), 'DE', 'newsletter',
-         timestamptz '2026-01-01' + (g % 90) * interval '1 day' + (g % 1000) * interval '1 second'
-    from generate_series(1, ${count}) g`;
+const insertManyEvents = (websiteId: string, count: number) => insertEventsInBulk(database.sql, websiteId, count);
 
 const isMarked = async (websiteId: string) =>
   (await database.sql`select 1 from public.websites where id = ${websiteId} and deletion_started_at is not null`).length === 1;

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebsitesService } from '../src/modules/websites/service.ts';
 import { buildTestApp } from './support/app.ts';
-import { ANALYTICS_TABLES, adminToken, createWebsite } from './support/analytics.ts';
+import { ANALYTICS_TABLES, adminToken, createWebsite, insertEventsInBulk } from './support/analytics.ts';
 import { asUser, createAuthUser, grantRole, openTransaction, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
 
 // Websites (issue 5) over HTTP with the legacy admin token (Supabase user
@@ -364,14 +364,7 @@ describe('deleting a website with many events', () => {
     }
     return left;
   };
-  /** `count` events over 90 days, 3000 sessions and 5000 visitors, so every rollup table has rows. */
-  const insertManyEvents = (websiteId: string, count: number) => sql`
-    insert into public.analytics_events
-      (id, website_id, event_type, page, referrer_host, user_agent, device_type, session_id, visitor_id, country, utm_source, created_at)
-    select gen_random_uuid(), ${websiteId}, 'page_view', '/p' || (g % 50), 'ref' || (g % 7) || '.example.test', 'fixture',
-           (array['desktop', 'mobile', 'tablet'])[1 + g % 3], 's' || (g % 3000), 'v' || (g % 5000), 'DE', 'newsletter',
-           timestamptz '2026-01-01' + (g % 90) * interval '1 day' + (g % 1000) * interval '1 second'
-      from generate_series(1, ${count}) g`;
+  const insertManyEvents = (websiteId: string, count: number) => insertEventsInBulk(sql, websiteId, count);
 
   // 7–11 s on a slow machine of this kind (the 80,000 events and their rollups, then some 1,200 batches): the time is not under test.
   it('completes where one statement would outlast the statement timeout; its events and rollups go with it', { timeout: 120_000 }, async () => {

@@ -1,8 +1,11 @@
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, expect } from 'vitest';
+import type postgres from 'postgres';
 import { signLegacyAdminToken } from '../../src/lib/tokens.ts';
-import { buildTestApp, TEST_ADMIN_JWT_SECRET } from './app.ts';
+import type { Caller } from '../../src/plugins/auth.ts';
+import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './app.ts';
+import { createAuthUser, grantRole, openSession } from './db.ts';
 
 // Tokens an admin route must refuse with 401, for the administration tests:
 // none, garbage, a legacy admin token signed with another secret, an expired
@@ -60,4 +63,19 @@ export function useAdminApp(sql: { end(): Promise<unknown> }, receive: (built: {
     await app?.close();
     await sql.end();
   });
+}
+
+/** A signed-in user with the admin role: an open session, and a token for it as the auth server signs one. */
+export async function signedInAdmin(sql: postgres.Sql): Promise<{ id: string; caller: Caller; authorization: string }> {
+  const user = await createAuthUser(sql);
+  await grantRole(sql, user.id, 'admin');
+  const sessionId = await openSession(sql, user.id);
+  const claims = { sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId };
+  const token = await new SignJWT(claims)
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setIssuedAt()
+    .setExpirationTime('1h')
+    .sign(new TextEncoder().encode(TEST_JWT_SECRET));
+  const caller: Caller = { kind: 'user', userId: user.id, sessionId, roles: ['admin'], claims };
+  return { id: user.id, caller, authorization: `Bearer ${token}` };
 }

@@ -74,3 +74,12 @@ export async function insertEvents(sql: postgres.Sql, websiteId: string, events:
                   ${column((e) => e.at)}::timestamptz[])
         as e (type, page, host, device, session, visitor, country, utm_source, utm_medium, utm_campaign, metadata, at)`;
 }
+
+/** `count` events over 90 days, 3000 sessions and 5000 visitors, so every rollup table has rows. */
+export const insertEventsInBulk = (sql: postgres.Sql, websiteId: string, count: number) => sql`
+  insert into public.analytics_events
+    (id, website_id, event_type, page, referrer_host, user_agent, device_type, session_id, visitor_id, country, utm_source, created_at)
+  select gen_random_uuid(), ${websiteId}, 'page_view', '/p' || (g % 50), 'ref' || (g % 7) || '.example.test', 'fixture',
+         (array['desktop', 'mobile', 'tablet'])[1 + g % 3], 's' || (g % 3000), 'v' || (g % 5000), 'DE', 'newsletter',
+         timestamptz '2026-01-01' + (g % 90) * interval '1 day' + (g % 1000) * interval '1 second'
+    from generate_series(1, ${count}) g`;
