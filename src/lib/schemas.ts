@@ -54,6 +54,18 @@ export const uuidInput = (label: string) =>
 const DOMAIN_LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const hasValidDomainLabels = (email: string) => email.slice(email.lastIndexOf('@') + 1).split('.').every((label) => DOMAIN_LABEL.test(label));
 
+/**
+ * The document's form of a string trimmed before it is checked. JSON Schema
+ * has no trim: its minLength and maxLength read the value as sent, while the
+ * server reads it trimmed, so the description says which, and the pattern
+ * refuses what the trim would leave empty (`\s` matches what trim
+ * removes). `limits` is the rule in words, such as `2 to 100 characters`.
+ */
+export const trimmedText = (limits: string, more?: string) => ({
+  pattern: String.raw`\S`,
+  description: `Trimmed of leading and trailing white space first; ${limits} after that${more ? `. ${more}` : ''}`,
+});
+
 export const EmailSchema = requiredString('Email')
   .trim()
   .toLowerCase()
@@ -61,7 +73,11 @@ export const EmailSchema = requiredString('Email')
   .max(254, { error: 'Invalid email format' })
   .pipe(z.email({ error: 'Invalid email format', abort: true }).refine(hasValidDomainLabels, { error: 'Invalid email format' }))
   // The document shows a pipe's input side, a plain string: say what the output side checks.
-  .meta({ format: 'email', maxLength: 254, description: 'Trimmed and lower-cased before it is checked' });
+  .meta({
+    format: 'email',
+    maxLength: 254,
+    description: 'Trimmed and lower-cased before it is checked; at most 254 characters, each domain label at most 63, not beginning or ending with `-`',
+  });
 export const PasswordSchema = requiredString('Password')
   .min(6, { error: 'Password must be at least 6 characters' })
   // bcrypt, which the auth server uses, reads at most 72 bytes.
@@ -71,7 +87,8 @@ export const PasswordSchema = requiredString('Password')
 export const NameSchema = requiredString('Name')
   .trim()
   .min(2, { error: 'Name must be at least 2 characters' })
-  .max(100, { error: 'Name must be at most 100 characters' });
+  .max(100, { error: 'Name must be at most 100 characters' })
+  .meta(trimmedText('2 to 100 characters'));
 
 /** A success that carries only a message. */
 export const MessageResponseSchema = z.object({ success: z.literal(true), message: z.string() });

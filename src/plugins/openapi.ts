@@ -10,9 +10,16 @@ import type { z } from 'zod';
 // requests, so it cannot drift from what the routes accept. The one named
 // exception is documentedAs: a body the route parses loosely on purpose.
 
+/** One answer of an operation, as the document writes it. */
+interface OpenApiResponse {
+  description?: string;
+  headers?: object;
+  content?: object;
+}
+
 interface OpenApiDocument {
   components?: { schemas?: Record<string, unknown> };
-  paths?: Record<string, Record<string, { responses?: Record<string, unknown> }>>;
+  paths?: Record<string, Record<string, { responses?: Record<string, OpenApiResponse> }>>;
 }
 
 /** Every failure's body (SPEC section 7, plugins/errors.ts): one schema, for generated clients. */
@@ -91,29 +98,111 @@ const transform: typeof jsonSchemaTransform = (input) => {
 
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
+/** What each refusal means, whichever route gives it; the body (ErrorResponse) says which case it is. */
+const ERROR_MEANINGS: Record<number, string> = {
+  400: 'Invalid request: `Validation failed` with `details` per field, or a message of its own (malformed JSON, a refusal the route names)',
+  401: 'No valid credentials: a missing, expired or ended session, or a wrong key',
+  403: 'Authenticated, but not allowed this',
+  404: 'Not found: the message names what',
+  409: 'Conflicts with what is stored: the message says how',
+  413: '`Request body too large`',
+  415: '`Unsupported content type; send JSON with Content-Type: application/json`',
+  429: 'Over a rate limit: `retryAfter` (and Retry-After) say when to ask again',
+  503: 'A part the route needs (the database, the auth server, a provider) is unavailable or busy, or the server is shutting down',
+};
+
+// The statuses of each operation's refusals, read from its route: a body is
+// parsed on every POST, PUT and DELETE (400 malformed, 413, 415), the guards
+// answer 401 and 403, and every route but /health draws on a rate-limit
+// budget (429) and is refused while the server shuts down (503). The ones a
+// route declares itself (the health reports' 503) keep their own schemas.
+const BODY = [400, 413, 415];
+const ADMIN = [401, 403];
+const ROUTE_ERRORS: Record<string, number[]> = {
+  'GET /health': [],
+  'GET /script.js': [429, 503],
+  'POST /api/feedback': [...BODY, 429, 503],
+  'POST /api/feedback/submit-feedback': [...BODY, 429, 503],
+  'GET /api/feedback/get-feedback': [400, ...ADMIN, 429, 503],
+  'GET /api/get-feedback': [400, ...ADMIN, 429, 503],
+  'GET /api/feedback/{id}': [400, ...ADMIN, 404, 429, 503],
+  'PUT /api/feedback/{id}': [...BODY, ...ADMIN, 404, 429, 503],
+  'GET /api/feedback/{id}/screenshot': [400, ...ADMIN, 404, 429, 503],
+  'GET /api/feedback/export': [400, ...ADMIN, 429, 503],
+  'POST /api/auth/signup': [...BODY, 409, 429, 503],
+  'POST /api/auth/signin': [...BODY, 401, 403, 429, 503],
+  'POST /api/auth/refresh': [...BODY, 401, 429, 503],
+  'POST /api/auth/signout': [...BODY, 401, 429, 503],
+  'POST /api/auth/reset-password': [...BODY, 404, 429, 503],
+  'POST /api/auth/update-password': [...BODY, 429, 503],
+  // 404 when the account went in the seconds its session stays cached, and its token still holds.
+  'GET /api/auth/me': [401, 404, 429, 503],
+  'POST /api/auth/link': [...BODY, 401, 409, 429, 503],
+  'GET /api/admin/health': [...ADMIN, 429],
+  'GET /api/admin/metrics': [...ADMIN, 429, 503],
+  'GET /api/admin/logs': [400, ...ADMIN, 429, 503],
+  'POST /api/admin/logs': [...BODY, ...ADMIN, 429, 503],
+  'GET /api/admin/users': [400, ...ADMIN, 429, 503],
+  'GET /api/users/me': [401, 404, 429, 503],
+  'GET /api/users/email/{email}': [400, ...ADMIN, 404, 429, 503],
+  'GET /api/users/{id}': [400, ...ADMIN, 404, 429, 503],
+  'PUT /api/users/{id}': [...BODY, ...ADMIN, 404, 409, 429, 503],
+  'POST /api/users': [...BODY, ...ADMIN, 409, 429, 503],
+  'GET /api/userRoles/{userId}': [400, ...ADMIN, 404, 429, 503],
+  'POST /api/userRoles/{userId}': [...BODY, ...ADMIN, 404, 409, 429, 503],
+  'POST /api/websites': [...BODY, ...ADMIN, 429, 503],
+  'GET /api/websites': [400, ...ADMIN, 429, 503],
+  'GET /api/websites/api-key': [401, 404, 429, 503],
+  'GET /api/websites/api-key/{apiKey}': [404, 429, 503],
+  'GET /api/websites/{id}': [400, ...ADMIN, 404, 429, 503],
+  'PUT /api/websites/{id}': [...BODY, ...ADMIN, 404, 429, 503],
+  'DELETE /api/websites/{id}': [...BODY, ...ADMIN, 404, 429, 503],
+  'POST /api/websites/{id}/api-key': [...BODY, ...ADMIN, 404, 429, 503],
+  'POST /api/analytics': [...BODY, 404, 429, 503],
+  'GET /api/analytics': [400, ...ADMIN, 404, 429, 503],
+  'GET /api/analytics/website/{websiteId}': [400, ...ADMIN, 404, 429, 503],
+  'GET /api/analytics/realtime': [400, ...ADMIN, 404, 429, 503],
+  'GET /api/analytics/date-range': [400, ...ADMIN, 404, 429, 503],
+  'GET /api/analytics/date-range/export': [400, ...ADMIN, 404, 429, 503],
+};
+
+/** The refusals `method path` answers, as listed above; exported for tests/openapi-precision.test.ts. */
+export const errorStatusesOf = (method: string, path: string): number[] | undefined => ROUTE_ERRORS[`${method.toUpperCase()} ${path}`];
+
 /**
- * Adds the error body to every operation as its 4XX and 5XX answers. The
- * routes do not declare them as response schemas: a reply schema would also
- * serialize the error handler's bodies, and drop any field it did not list.
+ * Adds the error body to every operation: each refusal status its route
+ * gives (ROUTE_ERRORS), then 4XX for what any URL can meet before a route is
+ * reached (a malformed URL or request, a path too long) and 5XX for the
+ * unexpected. The routes do not declare them as response schemas: a reply
+ * schema would also serialize the error handler's bodies, and drop any field
+ * it did not list. An operation missing from ROUTE_ERRORS fails the document.
  */
 function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
   const reference = { $ref: '#/components/schemas/ErrorResponse' };
   const answer = (description: string) => ({ description, content: { 'application/json': { schema: reference } } });
   // Every budget's 429 carries it (plugins/errors.ts), the auth server's passed on too: clients that back off read it.
-  const refused = { ...answer('Refused: the body says why'), headers: { 'Retry-After': RETRY_AFTER } };
   // Every 503 carries Retry-After (plugins/errors.ts and the health routes' own).
-  const failed = { ...answer('Failed or unavailable'), headers: { 'Retry-After': RETRY_AFTER_UNAVAILABLE } };
-  const withRetryAfterOn503 = (responses: Record<string, { headers?: object }>) =>
+  const refusal = (status: number) => {
+    const described = answer(ERROR_MEANINGS[status]);
+    if (status === 429) return { ...described, headers: { 'Retry-After': RETRY_AFTER } };
+    return status === 503 ? { ...described, headers: { 'Retry-After': RETRY_AFTER_UNAVAILABLE } } : described;
+  };
+  const withRetryAfterOn503 = (responses: Record<string, OpenApiResponse>) =>
     responses['503'] ? { ...responses, 503: { ...responses['503'], headers: { ...responses['503'].headers, 'Retry-After': RETRY_AFTER_UNAVAILABLE } } } : responses;
+  const otherRefusals = answer('Refused before any route is reached: 400 `Malformed URL`, 414 `URI too long`, and the like');
+  const failed = answer('Failed unexpectedly: `requestId` names it');
+  const responsesOf = (method: string, path: string, declared: Record<string, OpenApiResponse> = {}) => {
+    const statuses = errorStatusesOf(method, path);
+    if (!statuses) throw new Error(`The refusals of ${method.toUpperCase()} ${path} are not listed (src/plugins/openapi.ts ROUTE_ERRORS)`);
+    const refusals = Object.fromEntries(statuses.filter((status) => !(status in declared)).map((status) => [status, refusal(status)]));
+    return withRetryAfterOn503({ ...declared, ...refusals, '4XX': otherRefusals, '5XX': failed });
+  };
   const paths = Object.fromEntries(
     Object.entries(document.paths ?? {}).map(([path, operations]) => [
       path,
       Object.fromEntries(
         // A path item also holds `parameters`, `summary` and the like: only its operations get answers.
-        Object.entries(operations).map(([key, value]) => [
-          key,
-          HTTP_METHODS.has(key) ? { ...value, responses: withRetryAfterOn503({ ...value.responses, '4XX': refused, '5XX': failed }) } : value,
-        ]),
+        Object.entries(operations).map(([key, value]) => [key, HTTP_METHODS.has(key) ? { ...value, responses: responsesOf(key, path, value.responses) } : value]),
       ),
     ]),
   );

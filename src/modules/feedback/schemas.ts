@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { isStorableText, limitSchema, OffsetSchema, PaginationSchema, requiredString, uuidInput } from '../../lib/schemas.ts';
-import { MAX_SCREENSHOT_CHARS, SCREENSHOT_MESSAGES, screenshotProblem } from './screenshot.ts';
+import { documentedAs } from '../../lib/documented-as.ts';
+import { isStorableText, limitSchema, OffsetSchema, PaginationSchema, requiredString, trimmedText, uuidInput } from '../../lib/schemas.ts';
+import { MAX_SCREENSHOT_CHARS, SCREENSHOT_MESSAGES, SCREENSHOT_TYPES, screenshotProblem } from './screenshot.ts';
 
 // Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
 // Limits apply to the text as typed; it is HTML-escaped afterwards. Text that
@@ -43,58 +44,107 @@ const QUOTED_STRING = String.raw`"(?:[^"\\\u0000-\u001f\u007f]|\\[\u0020-\u007e]
 const DOMAIN = String.raw`(?:\[\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\]|(?:[a-zA-Z0-9-]+\.)+[a-zA-Z]{2,})`;
 export const SUBMITTER_EMAIL = new RegExp(String.raw`^(?:${ATOM}(?:\.${ATOM})*|${QUOTED_STRING})@${DOMAIN}$`);
 
-/** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
-export const SubmitFeedbackBodySchema = z.object({
-  name: text('Name').min(2, 'Name must be at least 2 characters').max(100, 'Name must be at most 100 characters'),
+// The required fields of the public form.
+const submitted = {
+  name: text('Name')
+    .min(2, 'Name must be at least 2 characters')
+    .max(100, 'Name must be at most 100 characters')
+    .meta(trimmedText('2 to 100 characters')),
   // Length before the pattern: the pattern's backtracking overflowed the stack
   // on an address of some 4.8 million characters, which this route's body
   // limit (room for a screenshot) lets through, and the request was a 500.
   email: text('Email')
     .max(254, 'Invalid email format')
     .pipe(z.email({ pattern: SUBMITTER_EMAIL, error: 'Invalid email format' }))
-    // The document shows a pipe's input side, a plain string: say what the output side checks.
-    .meta({ format: 'email', maxLength: 254 }),
-  comment: text('Comment').min(10, 'Comment must be at least 10 characters').max(5000, 'Comment must be at most 5000 characters'),
+    // The document shows a pipe's input side, a plain string: say what the output side checks,
+    // SUBMITTER_EMAIL with room for the white space the trim removes. `idn-email`, as letters of
+    // any script are allowed (validators' `email` refuses them, and quoted local parts too).
+    .meta({
+      format: 'idn-email',
+      maxLength: 254,
+      pattern: String.raw`^\s*${SUBMITTER_EMAIL.source.slice(1, -1)}\s*$`,
+      description:
+        'Trimmed first; then at most 254 characters: an address of dot-separated atoms (letters of any script allowed) ' +
+        'or one quoted string, then @ and a domain name whose last label is 2 or more letters, or an IPv4 literal in brackets. Not lower-cased',
+    }),
+  comment: text('Comment')
+    .min(10, 'Comment must be at least 10 characters')
+    .max(5000, 'Comment must be at most 5000 characters')
+    .meta(trimmedText('10 to 5000 characters')),
   rating: z
     .number({ error: (issue) => (issue.input === undefined ? 'Rating is required' : 'Rating must be an integer from 1 to 5') })
     .int('Rating must be an integer from 1 to 5')
     .min(1, 'Rating must be an integer from 1 to 5')
     .max(5, 'Rating must be an integer from 1 to 5'),
-  location: formOptional(
-    z
-      .string({ error: 'Location must be an http(s) URL' })
-      // Length before the URL is parsed: parsing 7 MB of it took 185 ms.
-      .max(2048, 'Location must be at most 2048 characters')
-      .pipe(z.url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' }))
-      .refine(isStorableText, unstorable('Location'))
-      .meta({ format: 'uri', maxLength: 2048, description: 'The http(s) URL of the page the feedback is about' }),
-  ),
-  category: formOptional(z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` })),
-  screenshot: formOptional(
-    z
-      .string({ error: SCREENSHOT_MESSAGES.format })
-      // One check, length first: a regular expression never walks an oversized string.
-      .superRefine((value, context) => {
-        const problem = screenshotProblem(value);
-        if (problem) context.addIssue({ code: 'custom', message: SCREENSHOT_MESSAGES[problem] });
-      })
-      .meta({
-        maxLength: MAX_SCREENSHOT_CHARS,
-        description: "A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded, whose bytes begin as that type's files do (SVG is refused)",
-      }),
-  ),
-  websiteId: formOptional(uuidInput('Website id')),
-  captchaToken: formOptional(
-    z
-      .string({ error: 'Captcha token must be a string' })
-      .max(4096, 'Captcha token must be at most 4096 characters')
-      .meta({
-        description:
-          "The captcha widget's answer (Cloudflare Turnstile or hCaptcha). Required when the server has a captcha secret: " +
-          'without it, or with a wrong one, 400 `Bot verification failed`; 503 `Bot verification unavailable` when the provider does not answer',
-      }),
-  ),
-});
+};
+
+// The optional fields of the public form, as checked when they hold a value.
+const given = {
+  location: z
+    .string({ error: 'Location must be an http(s) URL' })
+    // Length before the URL is parsed: parsing 7 MB of it took 185 ms.
+    .max(2048, 'Location must be at most 2048 characters')
+    .pipe(z.url({ protocol: /^https?$/, error: 'Location must be an http(s) URL' }))
+    .refine(isStorableText, unstorable('Location'))
+    .meta({
+      format: 'uri',
+      maxLength: 2048,
+      // z.url trims, then asks for http:// or https:// (either case) before it parses the rest as a URL.
+      pattern: String.raw`^\s*[Hh][Tt][Tt][Pp][Ss]?://`,
+      description: 'The http(s) URL of the page the feedback is about: http:// or https://, then a URL a browser can parse (white space around it is trimmed)',
+    }),
+  category: z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` }),
+  screenshot: z
+    .string({ error: SCREENSHOT_MESSAGES.format })
+    // One check, length first: a regular expression never walks an oversized string.
+    .superRefine((value, context) => {
+      const problem = screenshotProblem(value);
+      if (problem) context.addIssue({ code: 'custom', message: SCREENSHOT_MESSAGES[problem] });
+    })
+    .meta({
+      maxLength: MAX_SCREENSHOT_CHARS,
+      // screenshotProblem's data URL, its types and its whole groups of base64 in one pattern.
+      pattern: String.raw`^data:image/(?:${SCREENSHOT_TYPES.map((type) => type.slice('image/'.length)).join('|')});base64,(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{2}==)$`,
+      description: "A base64 data URL of a PNG, JPEG, GIF, WebP or AVIF image, at most 5 MiB decoded, whose bytes begin as that type's files do (SVG is refused)",
+    }),
+  websiteId: uuidInput('Website id'),
+  captchaToken: z
+    .string({ error: 'Captcha token must be a string' })
+    .max(4096, 'Captcha token must be at most 4096 characters')
+    .meta({
+      description:
+        "The captcha widget's answer (Cloudflare Turnstile or hCaptcha). Required when the server has a captcha secret: " +
+        'without it, or with a wrong one, 400 `Bot verification failed`; 503 `Bot verification unavailable` when the provider does not answer',
+    }),
+};
+
+/** formOptional in the document: the value, an empty string or null (the last two taken as not given). */
+const blankOr = <T extends z.ZodType>(schema: T) =>
+  z
+    .union([schema, z.literal(''), z.null()])
+    // Said on the field itself, where generated clients look, rather than inside its first branch.
+    .meta({ description: [schema.description, 'An empty string or null is taken as not given'].filter(Boolean).join('. ') })
+    .optional();
+
+/** Public submission body; `captchaToken` is the bot-check answer when a captcha is configured. */
+export const SubmitFeedbackBodySchema = documentedAs(
+  z.object({
+    ...submitted,
+    location: formOptional(given.location),
+    category: formOptional(given.category),
+    screenshot: formOptional(given.screenshot),
+    websiteId: formOptional(given.websiteId),
+    captchaToken: formOptional(given.captchaToken),
+  }),
+  z.object({
+    ...submitted,
+    location: blankOr(given.location),
+    category: blankOr(given.category),
+    screenshot: blankOr(given.screenshot),
+    websiteId: blankOr(given.websiteId),
+    captchaToken: blankOr(given.captchaToken),
+  }),
+);
 export type SubmitFeedbackBody = z.infer<typeof SubmitFeedbackBodySchema>;
 
 export const SubmitFeedbackResponseSchema = z.object({
@@ -128,10 +178,12 @@ export const FeedbackSchema = z.object({
   name: z.string(),
   email: z.string(),
   comment: z.string(),
-  rating: z.number().int(),
+  // As submitted (and as the table's checks hold them).
+  rating: z.number().int().min(1).max(5),
   status: FeedbackStatusSchema,
   location: z.string().nullable(),
-  category: z.string().nullable(),
+  // Typed as text for the queries that read it; the document lists its values.
+  category: z.string().nullable().meta({ enum: [...FEEDBACK_CATEGORIES, null] }),
   // The SPEC's string, as a reference rather than the data URL itself (up to
   // ~7 MB each, a page of them would be hundreds): the path of the route that
   // serves the image; its type and size come beside it.
@@ -172,13 +224,19 @@ export const UpdateFeedbackBodySchema = z
       .min(1, 'resolvedBy must not be empty')
       .max(200, 'resolvedBy must be at most 200 characters')
       .refine(isStorableText, unstorable('resolvedBy'))
+      .meta(trimmedText('1 to 200 characters', 'Not with status `pending`'))
       .optional(),
   })
   .refine((body) => body.status !== undefined || body.adminNotes !== undefined || body.resolvedBy !== undefined, {
     message: 'At least one of status, adminNotes or resolvedBy is required',
   })
   // The rule above, in the document: a refine has no JSON Schema form.
-  .meta({ anyOf: [{ required: ['status'] }, { required: ['adminNotes'] }, { required: ['resolvedBy'] }] })
+  .meta({
+    anyOf: [{ required: ['status'] }, { required: ['adminNotes'] }, { required: ['resolvedBy'] }],
+    // The refine below, in the document: "not both" has no plainer JSON Schema form.
+    not: { required: ['status', 'resolvedBy'], properties: { status: { const: 'pending' } } },
+    description: 'At least one of status, adminNotes or resolvedBy; resolvedBy cannot come with status `pending`',
+  })
   .refine((body) => !(body.status === 'pending' && body.resolvedBy !== undefined), {
     message: 'resolvedBy cannot be set when moving feedback back to pending',
     path: ['resolvedBy'],

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedJsonObject, limitSchema, OffsetSchema, PaginationSchema, requiredString } from '../../lib/schemas.ts';
+import { boundedJsonObject, limitSchema, OffsetSchema, PaginationSchema, requiredString, trimmedText } from '../../lib/schemas.ts';
 import { LOG_LEVELS } from '../../logger.ts';
 
 // Shapes of /api/admin/logs: stored log entries, the server's and the clients'.
@@ -28,6 +28,8 @@ export const ListLogsQuerySchema = z.object({
     .datetime({ offset: true, error: 'Since must be an ISO 8601 date-time' })
     .transform((value) => new Date(value))
     .refine((date) => date.getUTCFullYear() >= 1 && date.getUTCFullYear() <= 9999, 'Since must be a date-time from year 1 to 9999')
+    // The document shows the string side: say what the refine checks of the date it makes.
+    .meta({ format: 'date-time', description: 'Entries from this instant on (ISO 8601, with Z or an offset); in UTC, a year from 1 to 9999' })
     .optional(),
   limit: limitSchema(500, 50),
   offset: OffsetSchema,
@@ -35,7 +37,11 @@ export const ListLogsQuerySchema = z.object({
 
 export const CreateLogBodySchema = z.object({
   level: LogLevelSchema,
-  message: requiredString('Message').trim().min(1, 'Message is required').max(10_000, 'Message must be at most 10000 characters'),
+  message: requiredString('Message')
+    .trim()
+    .min(1, 'Message is required')
+    .max(10_000, 'Message must be at most 10000 characters')
+    .meta(trimmedText('1 to 10000 characters')),
   // As the websites' settings are checked: what jsonb would store otherwise than sent (1e400 as null) or refuse (NUL) is a 400.
   context: boundedJsonObject('Context', 16_000).optional(),
 });

@@ -43,6 +43,7 @@ export const ListUsersQuerySchema = PaginationQuerySchema.extend({
     .trim()
     .max(200, 'Search must be at most 200 characters')
     .refine(isStorableText, 'Search must not contain NUL characters or unpaired surrogates')
+    .meta({ description: 'Part of a name or e-mail. Trimmed of leading and trailing white space first; at most 200 characters after that' })
     .optional(),
 });
 export const UsersResponseSchema = z.object({ success: z.literal(true), data: z.array(UserSchema), pagination: PaginationSchema });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boundedJsonObject, isStorableText, PaginationSchema, requiredString, uuidInput } from '../../lib/schemas.ts';
+import { boundedJsonObject, isStorableText, PaginationSchema, requiredString, trimmedText, uuidInput } from '../../lib/schemas.ts';
 
 // Request and response shapes of the websites routes.
 
@@ -11,7 +11,8 @@ const name = requiredString('Name')
   .trim()
   .min(1, 'Name is required')
   .max(200, 'Name must be at most 200 characters')
-  .refine(isStorableText, 'Name must not contain NUL characters or unpaired surrogates');
+  .refine(isStorableText, 'Name must not contain NUL characters or unpaired surrogates')
+  .meta(trimmedText('1 to 200 characters'));
 
 /** The pattern takes any 1 to 5 digits after the colon; a URL's port is 1 to 65535. */
 const hasValidPort = (domain: string) => {
@@ -27,7 +28,16 @@ const domain = requiredString('Domain')
   .toLowerCase()
   .regex(HOSTNAME, { error: 'Domain must be a host name such as example.com', abort: true })
   .max(DOMAIN_MAX, `Domain must be at most ${DOMAIN_MAX} characters`)
-  .refine(hasValidPort, 'Domain port must be from 1 to 65535');
+  .refine(hasValidPort, 'Domain port must be from 1 to 65535')
+  // zod would document HOSTNAME, which reads the value after trim and
+  // lower-casing: this is HOSTNAME for the value as sent, white space around
+  // it and capitals allowed (its length and port range are said in words).
+  .meta({
+    pattern: String.raw`^\s*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(?::\d{1,5})?\s*$`,
+    description:
+      `Trimmed and lower-cased first; then a host name, labels of letters, digits and inner hyphens (1 to 63 characters each) ` +
+      `joined by dots, with an optional :port from 1 to 65535, at most ${DOMAIN_MAX} characters in all, such as example.com or localhost:3000`,
+  });
 
 export const CreateWebsiteBodySchema = z.object({
   name,
