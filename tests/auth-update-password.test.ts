@@ -202,6 +202,16 @@ describe.runIf(auth)('update-password: reset tokens cannot be guessed', () => {
     }
   }, 30_000);
 
+  it("without a budget set (the default) no guess is refused for the count: the auth server's own /verify takes the same token, so the code's length is the defence", async () => {
+    const app = await buildTestApp(realAuthEnv(auth!));
+    try {
+      const answers = await Promise.all(Array.from({ length: BUDGET + 4 }, () => updatePassword(app, wrongToken(), 'guessed-secret')));
+      expect(answers.map((answer) => answer.statusCode)).toEqual(Array(BUDGET + 4).fill(400));
+    } finally {
+      await app.close();
+    }
+  }, 30_000);
+
   it('with Redis, two instances share the budget: guesses at one and the other refuse the right token at both', async () => {
     const shared = { redisNamespace: `reset-budget-${randomBytes(6).toString('hex')}:` };
     const config = testConfig({ ...budgetEnv, REDIS_URL: 'redis://127.0.0.1:6379' });

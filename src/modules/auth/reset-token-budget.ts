@@ -2,15 +2,19 @@ import type { FastifyBaseLogger } from 'fastify';
 import { RateLimitError } from '../../lib/errors.ts';
 import type { RateStore } from '../../lib/fallback-rate-store.ts';
 
-// One budget of reset-token redemptions shared by every client (docs/accounts.md,
-// "Reset tokens cannot be guessed"). The token update-password takes is the
-// auth server's hex(SHA-224(e-mail + code)): anyone who knows an address can
-// list every token it may have, and the per-address limits bound each
-// address, not a guesser who holds thousands (an IPv6 /48 is 65,536 /64s).
-// So every redemption draws on one count per window, across all clients and,
-// with REDIS_URL, all instances (in this process while Redis fails, as the
-// rate limits do); once it is spent, update-password answers 429 to everyone
-// until the window ends. Resets stop for a while; no account is taken over.
+// One budget of reset-token redemptions shared by every client, when
+// RESET_TOKEN_ATTEMPTS_PER_WINDOW is set (docs/accounts.md, "Reset tokens
+// cannot be guessed"). The token update-password takes is the auth server's
+// hex(SHA-224(e-mail + code)): anyone who knows an address can list every
+// token it may have, and the per-address limits bound each address, not a
+// guesser who holds thousands (an IPv6 /48 is 65,536 /64s). Every redemption
+// then draws on one count per window, across all clients and, with REDIS_URL,
+// all instances (in this process while Redis fails, as the rate limits do);
+// once it is spent, update-password answers 429 to everyone until the window
+// ends. It bounds this route only: the auth server's own /verify takes the
+// same token, which is why the code's 10 digits are the defence and this is
+// off unless set (for an auth server the internet cannot reach); and anyone
+// can spend it on purpose, stopping every user's reset meanwhile.
 //
 // Each redemption is counted before the auth server is asked, not after it
 // has said the token was wrong: counted afterwards, a burst of guesses sent
@@ -24,7 +28,7 @@ const KEY = 'reset-token-redemptions';
 export interface ResetTokenBudgetOptions {
   /** Its own counter (app.newRateStore()): Redis while it answers, else this process. */
   store: RateStore;
-  /** Redemptions allowed per window, across every client (RESET_TOKEN_ATTEMPTS_PER_WINDOW). */
+  /** Redemptions allowed per window, across every client (RESET_TOKEN_ATTEMPTS_PER_WINDOW); 0 counts none. */
   max: number;
   /** The window, in ms (RESET_TOKEN_WINDOW_MS). */
   windowMs: number;
@@ -36,6 +40,7 @@ export interface ResetTokenBudget {
 }
 
 export function createResetTokenBudget({ store, max, windowMs }: ResetTokenBudgetOptions): ResetTokenBudget {
+  if (max === 0) return { draw: async () => {} };
   // When the window this instance last warned about ends: one warning per window, not one per refusal.
   let warnedUntil = 0;
   return {

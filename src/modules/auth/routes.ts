@@ -176,7 +176,7 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
           'Then every session of the user ends. 400 `New password is required`, `Password must be at least 6 characters` or ' +
           '`… at most 72 bytes` (checked before the token, which works once, is redeemed), `Invalid or expired reset token` ' +
           '(also once the e-mail is an hour old), or `New password must differ from the old one; request a new reset e-mail`; ' +
-          '429 for every client once RESET_TOKEN_ATTEMPTS_PER_WINDOW tokens were tried in the window, from any address; ' +
+          '429 for every client once RESET_TOKEN_ATTEMPTS_PER_WINDOW (when set) tokens were tried in the window, from any address; ' +
           '503 when the auth server does not answer.',
         body: UpdatePasswordBodySchema,
         response: { 200: MessageResponseSchema },
