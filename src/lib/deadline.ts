@@ -20,3 +20,14 @@ export async function withinDeadline<T>(work: Promise<T>, ms: number, expire: ()
     clearTimeout(timer);
   }
 }
+
+/** Whether `work` settles (either way) within `ms`; it runs on regardless. For waits a shutdown gives up on. */
+export async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([work.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { settlesWithin } from '../../../lib/deadline.ts';
 
 // The website deletions running in this process. Once the website is marked
 // (hidden and keyless from that commit), its batches run as a task of the
@@ -86,14 +87,7 @@ export function createRunningDeletions({ finish, log }: { finish: FinishDeletion
   /** Waits at most `timeoutMs` for the deletions running here to end; whether they all did. */
   async function settled(timeoutMs: number): Promise<boolean> {
     if (running.size === 0) return true;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<false>((resolve) => (timer = setTimeout(resolve, timeoutMs, false)));
-    const all = Promise.allSettled([...running.values()].map((deletion) => deletion.done)).then(() => true);
-    try {
-      return await Promise.race([all, late]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return settlesWithin(Promise.allSettled([...running.values()].map((deletion) => deletion.done)), timeoutMs);
   }
 
   return { join, stop, settled, isStopping: () => stopping };

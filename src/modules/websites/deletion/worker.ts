@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../../config.ts';
+import { settlesWithin } from '../../../lib/deadline.ts';
 import { shutdownBudget } from '../../../lib/shutdown-budget.ts';
 import type { WebsitesService } from '../service.ts';
 
@@ -44,16 +45,7 @@ export function scheduleSweeps(sweep: () => Promise<void>, { firstAfterMs, every
 }
 
 /** Whether `task` (none: at once) ends within `timeoutMs`. */
-async function endsWithin(task: Promise<void> | undefined, timeoutMs: number): Promise<boolean> {
-  if (!task) return true;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(resolve, timeoutMs, false)));
-  try {
-    return await Promise.race([task.then(() => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const endsWithin = async (task: Promise<void> | undefined, timeoutMs: number): Promise<boolean> => !task || settlesWithin(task, timeoutMs);
 
 /** Sweeps are not scheduled under NODE_ENV=test, where apps share one database and tests sweep by hand. */
 export default fp<{ config: Config; websites: WebsitesService }>(
