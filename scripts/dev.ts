@@ -50,6 +50,24 @@ function failureLine(error: unknown, apiPort: number): string | undefined {
   return `port ${port} on ${address} is taken (${what}): ${advice}`;
 }
 
+/**
+ * What `npm run dev` says when SUPABASE_URL and DATABASE_URL are set: it uses
+ * that project and starts no local stack, which otherwise goes unsaid (and a
+ * .env holding the stack's own printed values then points at a gateway that
+ * nothing runs: sign-in answers 503, id-token finds no issuer).
+ */
+export function configuredProjectLines(supabaseUrl: string): string[] {
+  const lines = [`SUPABASE_URL and DATABASE_URL are set: using that project (${supabaseUrl}); the local stack is not started.`];
+  const url = new URL(supabaseUrl);
+  const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+  if (loopback && Number(url.port) === DEV_PORTS.gateway) {
+    lines.push(
+      `  SUPABASE_URL is the local stack's own auth gateway (port ${DEV_PORTS.gateway}), which nothing starts now: unset both (in .env or the environment) for npm run dev to start the local stack.`,
+    );
+  }
+  return lines;
+}
+
 async function main() {
   const given = serverEnv(process.env);
   let env = given;
@@ -73,6 +91,7 @@ async function main() {
     // Checked before anything starts: the server would find them only once
     // the stack is up and the banner printed.
     checkServerConfig(env, local ? { auth: binary !== undefined } : undefined);
+    if (settings.SUPABASE_URL) console.log(configuredProjectLines(settings.SUPABASE_URL).join('\n'));
     await ensurePortFree(port, host);
     if (local) {
       console.log('No SUPABASE_URL set: starting the local stack.');
@@ -110,7 +129,7 @@ async function main() {
         console.log(`  Supabase Auth not found: set ${AUTH_BIN_VARIABLE} or put gotrue on the PATH (README); /api/auth routes answer 503.`);
       }
       status.push(
-        ['Admin JWT secret', `${env.ADMIN_JWT_SECRET}   (ADMIN_JWT_SECRET; npm run admin-token -- <userId> signs with it)`],
+        ['Admin JWT secret', `${env.ADMIN_JWT_SECRET}   (ADMIN_JWT_SECRET; npm run -s admin-token -- <userId> signs with it)`],
         ['Mail sink', `${stack.mail.apiUrl}/messages   (SMTP on 127.0.0.1:${stack.mail.smtpPort})`],
         ['Database', `${env.DATABASE_URL}   (DATABASE_URL, the API's login role)`],
         ['Database owner', `${env.DATABASE_OWNER_URL}   (DATABASE_OWNER_URL: migrations, grant-role, revoke-role)`],

@@ -77,6 +77,16 @@ function countryDatabaseFailure(config: Config): string | undefined {
   }
 }
 
+/**
+ * How long after the first shutdown signal a further one is taken for a copy
+ * of it and ignored. The same stop often arrives twice: npm passes SIGINT and
+ * SIGTERM on to its child, which has had the signal already from the
+ * terminal's Ctrl-C or from a kill of the whole process group (systemd's
+ * KillMode=control-group). That copy comes within milliseconds; a second
+ * Ctrl-C meant as such, because the stop seems stuck, comes later than a second.
+ */
+const REPEAT_WINDOW_MS = 1_000;
+
 async function main() {
   let config;
   try {
@@ -108,10 +118,29 @@ async function main() {
   // ended the process on the spot, requests in flight and all, with no line in the log.
   const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
   let closing = false;
+  let firstSignalAt = 0;
+  let repeatLogged = false;
+  let shuttingDown = false;
   let endReadinessWait: (() => void) | undefined;
-  const close = async (signal: string) => {
-    if (closing) return endReadinessWait?.();
+  const close = async (signal: NodeJS.Signals) => {
+    if (closing) {
+      // A copy of the first (REPEAT_WINDOW_MS): ignored, or it would end the
+      // stop it repeats, requests in flight and all.
+      if (performance.now() - firstSignalAt < REPEAT_WINDOW_MS) {
+        if (!repeatLogged) app.log.info({ signal, windowMs: REPEAT_WINDOW_MS }, 'a repeat of the shutdown signal ignored (a copy passed on by npm or to the process group)');
+        repeatLogged = true;
+        return;
+      }
+      // A deliberate second signal: during the readiness wait it ends the
+      // wait (Ctrl-C twice); once the shutdown runs, it ends the process as
+      // Node does by default, as if no handler were there.
+      if (!shuttingDown) return endReadinessWait?.();
+      for (const shutdownSignal of SHUTDOWN_SIGNALS) process.removeListener(shutdownSignal, onSignal);
+      process.kill(process.pid, signal);
+      return;
+    }
     closing = true;
+    firstSignalAt = performance.now();
     if (config.SHUTDOWN_DELAY_MS > 0) {
       // /health answers 503 from now on; everything else is served as before
       // until the wait ends, or a second signal ends it (Ctrl-C twice).
@@ -125,8 +154,8 @@ async function main() {
         };
       });
     }
-    // From here a further signal ends the process as Node does by default.
-    for (const signal of SHUTDOWN_SIGNALS) process.removeListener(signal, onSignal);
+    // From here a deliberate further signal ends the process as Node does by default.
+    shuttingDown = true;
     app.log.info({ signal }, 'shutting down');
     const { responsesMs, connectionsMs } = shutdownBudget(config.SHUTDOWN_TIMEOUT_MS);
     // Downloads and event streams still running are cut; then every connection

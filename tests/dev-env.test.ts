@@ -8,7 +8,7 @@ import { checkServerConfig, type DevSecrets, rateLimitNote, serverEnv, type Stac
 import { ROOT } from '../scripts/stack/database.ts';
 import { readAuthSettings } from '../scripts/stack/supabase-config.ts';
 import { DEFAULT_CORS_ORIGIN, resetPasswordUrl } from '../src/config.ts';
-import { apiAddress } from '../scripts/dev.ts';
+import { apiAddress, configuredProjectLines } from '../scripts/dev.ts';
 import { grantRoleCommand } from '../scripts/owner-hint.ts';
 
 // What `npm run dev` hands the API it starts: development unless .env says
@@ -174,6 +174,25 @@ describe('npm run dev: what the banner says of the rate limits', () => {
     );
     for (const name of ['RATE_LIMIT_RESET_PER_MIN', 'RATE_LIMIT_ACCOUNT_PER_MIN', 'RATE_LIMIT_INGEST_PER_15MIN']) {
       expect(rateLimitNote({ [name]: '99999' })).toBe(`rate limits not production's: ${name}=99999`);
+    }
+  });
+});
+
+describe('npm run dev with SUPABASE_URL and DATABASE_URL set', () => {
+  it('says it uses that project and starts no local stack, naming the variables that decided it', () => {
+    expect(configuredProjectLines('https://abc.supabase.co')).toEqual([
+      'SUPABASE_URL and DATABASE_URL are set: using that project (https://abc.supabase.co); the local stack is not started.',
+    ]);
+    // `supabase start`'s gateway, or the stack's on another port: only the first line.
+    expect(configuredProjectLines('http://127.0.0.1:54329')).toHaveLength(1);
+  });
+
+  it("the local stack's own gateway (values the stack printed, copied to .env): says nothing starts it now", () => {
+    for (const url of ['http://127.0.0.1:54321', 'http://localhost:54321', 'http://[::1]:54321']) {
+      expect(configuredProjectLines(url), url).toEqual([
+        `SUPABASE_URL and DATABASE_URL are set: using that project (${url}); the local stack is not started.`,
+        "  SUPABASE_URL is the local stack's own auth gateway (port 54321), which nothing starts now: unset both (in .env or the environment) for npm run dev to start the local stack.",
+      ]);
     }
   });
 });

@@ -60,13 +60,15 @@ describe('npm run dev that cannot start', () => {
     const { port } = taken.address() as net.AddressInfo;
     try {
       // A hosted project, so no local stack is started.
-      const { code, stderr } = await runDev({
+      const { code, stdout, stderr } = await runDev({
         PORT: String(port),
         SUPABASE_URL: 'http://127.0.0.1:9',
         DATABASE_URL: asLoginRole(inject('stack').databaseUrl),
       });
       expect(code, stderr).toBe(1);
       expect(stderr.trim().split('\n')).toEqual([`npm run dev: port ${port} on 127.0.0.1 is taken (the API, PORT): stop what listens there, or set PORT`]);
+      // Which project it was to use, and why no local stack, said before the port was checked.
+      expect(stdout.trim().split('\n')).toEqual(['SUPABASE_URL and DATABASE_URL are set: using that project (http://127.0.0.1:9); the local stack is not started.']);
     } finally {
       await new Promise((resolve) => taken.close(resolve));
     }

@@ -114,6 +114,61 @@ describe('graceful shutdown', () => {
   });
 });
 
+/** A sign-in whose body is still arriving: in flight until `finish` sends the rest; `answered` settles with the reply. */
+function requestInFlight(base: string) {
+  const request = http.request(`${base}/api/auth/signin`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+  const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    request.on('response', (response) => {
+      let body = '';
+      response.on('data', (chunk) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+    });
+    request.on('error', reject);
+  });
+  request.write('{"email": "someone@example.test"');
+  return { answered, finish: () => request.end('}') };
+}
+
+describe('a shutdown signal delivered twice (npm passes it on to a child that has it already)', () => {
+  // Ctrl-C on `npm start` reaches npm and the server (one process group), and
+  // npm forwards its copy; so does a kill of the group (systemd). The copy
+  // must not cut the stop short.
+  for (const [first, second] of [['SIGTERM', 'SIGTERM'], ['SIGINT', 'SIGTERM']] as const) {
+    it(`${first} then ${second} 20 ms later: the request in flight is answered, "shut down" logged, exit 0`, async () => {
+      const { server, base } = await startHealthy();
+      const { answered, finish } = requestInFlight(base);
+      await sleep(300);
+      server.child.kill(first);
+      await sleep(20);
+      server.child.kill(second);
+      await sleep(300);
+      finish();
+      const { status, body } = await answered;
+      expect([status, JSON.parse(body).error]).toEqual([400, 'Email and password are required']);
+      expect(await exitWithin(server, 10_000), server.output()).toBe(0);
+      const lines = server.output().trim().split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line));
+      expect(lines.filter((line) => line.msg.startsWith('a repeat of the shutdown signal ignored'))).toEqual([expect.objectContaining({ signal: second, windowMs: 1_000 })]);
+      expect(lines.at(-1)).toMatchObject({ msg: 'shut down', signal: first });
+    });
+  }
+
+  it('a second signal more than 1 s later, while the shutdown waits on a request, still ends the process at once', async () => {
+    const { server, base } = await startHealthy();
+    const { answered } = requestInFlight(base);
+    const outcome = answered.then(() => 'answered', () => 'cut');
+    await sleep(300);
+    server.child.kill('SIGTERM');
+    await sleep(1_300);
+    server.child.kill('SIGINT');
+    // Ended by the signal, as Node ends a process with no handler for it: no exit code.
+    expect(await exitWithin(server, 5_000), server.output()).toBe(null);
+    expect(server.child.signalCode).toBe('SIGINT');
+    expect(await outcome).toBe('cut');
+    expect(server.output()).toContain('"msg":"shutting down"');
+    expect(server.output()).not.toContain('"msg":"shut down"');
+  });
+});
+
 describe('SIGHUP (the terminal the server ran in closed)', () => {
   it('shuts down as SIGTERM does: logged, clean, exit 0', async () => {
     const { server } = await startHealthy();
@@ -152,6 +207,10 @@ describe('readiness withdrawn before the shutdown (SHUTDOWN_DELAY_MS)', () => {
     const { server, base } = await start(60_000);
     server.child.kill('SIGTERM');
     await sleep(300);
+    expect((await fetch(`${base}/health`)).status).toBe(503);
+    // A second one within 1 s is taken for a copy of the first (npm's) and ignored.
+    server.child.kill('SIGTERM');
+    await sleep(1_000);
     expect((await fetch(`${base}/health`)).status).toBe(503);
     server.child.kill('SIGINT');
     expect(await exitWithin(server, 10_000)).toBe(0);
