@@ -73,12 +73,7 @@ describe('an auth server that cannot be reached: the log line says why', () => {
         probe.close(() => resolve(port));
       });
     });
-    const { app, lines } = await buildTestAppWithLog({
-      SUPABASE_URL: `http://127.0.0.1:${closedPort}`,
-      SUPABASE_ANON_KEY: 'anon-key',
-      SUPABASE_SERVICE_ROLE_KEY: 'service-key',
-      AUTH_TIMEOUT_MS: '3000',
-    });
+    const { app, lines } = await appWithAuthServerAt(`http://127.0.0.1:${closedPort}`, '3000');
     try {
       const answer = await app.inject({ method: 'POST', url: '/api/auth/signin', payload: { email: 'nobody@example.test', password: 'secret1' } });
       expect(answer.statusCode).toBe(503);
@@ -95,12 +90,7 @@ describe('an auth server that cannot be reached: the log line says why', () => {
 
   it('an auth server that never answers: the line says our deadline ran out, not `The operation was aborted`', async () => {
     const hung = await startSilentServer();
-    const { app, lines } = await buildTestAppWithLog({
-      SUPABASE_URL: `http://127.0.0.1:${hung.port}`,
-      SUPABASE_ANON_KEY: 'anon-key',
-      SUPABASE_SERVICE_ROLE_KEY: 'service-key',
-      AUTH_TIMEOUT_MS: '500',
-    });
+    const { app, lines } = await appWithAuthServerAt(`http://127.0.0.1:${hung.port}`, '500');
     try {
       const answer = await app.inject({ method: 'POST', url: '/api/auth/signin', payload: { email: 'nobody@example.test', password: 'secret1' } });
       expect(answer.statusCode).toBe(503);
@@ -112,3 +102,8 @@ describe('an auth server that cannot be reached: the log line says why', () => {
     }
   });
 });
+
+/** An app whose auth server is at `url`, each call given `timeoutMs`, and its log lines. */
+function appWithAuthServerAt(url: string, timeoutMs: string) {
+  return buildTestAppWithLog({ SUPABASE_URL: url, SUPABASE_ANON_KEY: 'anon-key', SUPABASE_SERVICE_ROLE_KEY: 'service-key', AUTH_TIMEOUT_MS: timeoutMs });
+}

@@ -86,20 +86,11 @@ describe('graceful shutdown', () => {
   it('SIGTERM finishes the request in flight, then exits 0', async () => {
     const { server, base } = await startHealthy();
     // A request whose body is still arriving when the signal comes is in flight.
-    const request = http.request(`${base}/api/auth/signin`, { method: 'POST', headers: { 'content-type': 'application/json' } });
-    const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      request.on('response', (response) => {
-        let body = '';
-        response.on('data', (chunk) => (body += chunk));
-        response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
-      });
-      request.on('error', reject);
-    });
-    request.write('{"email": "someone@example.test"');
+    const { answered, finish } = requestInFlight(base);
     await new Promise((resolve) => setTimeout(resolve, 300));
     server.child.kill('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 300));
-    request.end('}');
+    finish();
     const { status, body } = await answered;
     expect(status).toBe(400);
     expect(JSON.parse(body).error).toBe('Email and password are required');
