@@ -141,13 +141,18 @@ describe('/api/userRoles', () => {
     }
   });
 
-  it('a caller no longer an admin is told 403, not 404 for a user it no longer sees', async () => {
+  it('a caller no longer an admin is told 403, not 404 for a user it no longer sees, reading or changing roles', async () => {
     // The guard read the admin role; it was revoked before the service's first statement.
     const [former, target] = [await signedInAdmin(sql), await createAuthUser(sql)];
     await grantRole(sql, (await createAuthUser(sql)).id, 'admin');
     await sql`delete from public.user_roles where user_id = ${former.id}`;
     const roles = createRolesService({ db: app.db });
     await expect(roles.setRoles(former.caller, target.id, [], app.log)).rejects.toMatchObject({ statusCode: 403, message: 'Insufficient permissions' });
+    // Reading another user's roles too; the former admin still reads its own.
+    await expect(roles.getRoles(former.caller, target.id)).rejects.toMatchObject({ statusCode: 403, message: 'Insufficient permissions' });
+    await expect(roles.getRoles(former.caller, former.id)).resolves.toEqual({ userId: former.id, roles: [] });
+    await grantRole(sql, former.id, 'admin');
+    await expect(roles.getRoles(former.caller, crypto.randomUUID())).rejects.toMatchObject({ statusCode: 404, message: 'User not found' });
   });
 
   it('row-level security: users read their own roles; only admins grant and revoke, in their own name', async () => {

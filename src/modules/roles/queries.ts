@@ -19,13 +19,13 @@ export async function userExists(tx: Tx, userId: string): Promise<boolean> {
 const callerIsAdmin = (tx: Tx) => tx`case when current_user = 'service_role' then true else (select public.has_role('admin')) end`;
 
 /**
- * Whether the caller may change roles now (an admin, or the service role the
- * legacy admin token uses, which bypasses row-level security) and whether the
- * user is there, both in one snapshot: a caller whose admin role was just
- * revoked no longer sees the profile, and is told 403, not that the user is
- * not there.
+ * Whether the caller is an admin now (a user holding the role, or the service
+ * role the legacy admin token uses, which bypasses row-level security) and
+ * whether the user is there, both in one snapshot: a caller whose admin role
+ * was just revoked no longer sees the profile, and is told 403, not that the
+ * user is not there. Asked before reading or changing another user's roles.
  */
-export async function roleChangeCheck(tx: Tx, userId: string): Promise<{ callerIsAdmin: boolean; userFound: boolean }> {
+export async function adminAndUserCheck(tx: Tx, userId: string): Promise<{ callerIsAdmin: boolean; userFound: boolean }> {
   const [row] = await tx<{ caller_is_admin: boolean; user_found: boolean }[]>`
     select ${callerIsAdmin(tx)} as caller_is_admin,
            exists (select 1 from public.profiles where id = ${userId}) as user_found`;

@@ -4,7 +4,7 @@ import type { AppRole } from '../../lib/roles.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database } from '../../plugins/db.ts';
 import { canSetUserRoles, canViewUserRoles, changedByLabel } from './permissions.ts';
-import { getUserRoles, replaceUserRoles, roleChangeCheck, userExists } from './queries.ts';
+import { getUserRoles, replaceUserRoles, adminAndUserCheck, userExists } from './queries.ts';
 import type { UserRoles } from './schemas.ts';
 
 // SQLSTATE raised by the last-admin trigger (PostgREST's convention: PT + HTTP status).
@@ -14,9 +14,16 @@ export function createRolesService({ db }: { db: Database }) {
   async function getRoles(caller: Caller, userId: string): Promise<UserRoles> {
     if (!canViewUserRoles(caller, userId)) throw forbidden();
     // Both reads at once, one round trip (db.readAtOnceAsActor); no roles for a user who is not there.
+    // Another user's roles: the caller's admin role is asked in the same snapshot, so an admin
+    // revoked since the guard read it is told 403, not that the user it no longer sees is not there.
+    const own = caller.userId === userId;
     return db.readAtOnceAsActor(dbActorOf(caller), async (tx) => {
-      const [exists, roles] = await Promise.all([userExists(tx, userId), getUserRoles(tx, userId)]);
-      if (!exists) throw notFound('User not found');
+      const [{ callerIsAdmin, userFound }, roles] = await Promise.all([
+        own ? userExists(tx, userId).then((found) => ({ callerIsAdmin: false, userFound: found })) : adminAndUserCheck(tx, userId),
+        getUserRoles(tx, userId),
+      ]);
+      if (!own && !callerIsAdmin) throw forbidden();
+      if (!userFound) throw notFound('User not found');
       return { userId, roles };
     });
   }
@@ -30,7 +37,7 @@ export function createRolesService({ db }: { db: Database }) {
       // been revoked since the guard read it: row-level security would then
       // hide the rows, and the change would be made in part or not at all.
       const { granted, revoked, roles: after } = await db.asActor(dbActorOf(caller), async (tx) => {
-        const { callerIsAdmin, userFound } = await roleChangeCheck(tx, userId);
+        const { callerIsAdmin, userFound } = await adminAndUserCheck(tx, userId);
         if (!callerIsAdmin) throw forbidden();
         if (!userFound) throw notFound('User not found');
         const change = await replaceUserRoles(tx, userId, roles, changedByLabel(caller));
@@ -43,7 +50,7 @@ export function createRolesService({ db }: { db: Database }) {
       return { userId, roles: after };
     } catch (error) {
       if (errorCode(error) === LAST_ADMIN) throw conflict('Cannot remove the last admin');
-      // The account was deleted after roleChangeCheck saw it, before the grant's foreign-key check.
+      // The account was deleted after adminAndUserCheck saw it, before the grant's foreign-key check.
       if (constraintOf(error) === 'user_roles_user_id_fkey') throw notFound('User not found');
       throw error;
     }
