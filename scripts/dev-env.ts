@@ -7,6 +7,7 @@ import { devOwnerUrl } from './owner-hint.ts';
 import type { AuthServer } from './stack/auth-server.ts';
 import type { AuthSettings } from './stack/supabase-config.ts';
 import { ROOT } from './stack/database.ts';
+import { localPostgresUrl } from './stack/index.ts';
 import type { MailSink } from './stack/mail-sink.ts';
 
 // What `npm run dev` gives the API: the environment as .env and the shell
@@ -122,7 +123,7 @@ export function checkServerConfig(env: NodeJS.ProcessEnv, local?: { auth: boolea
   }
   const standIn = 'x'.repeat(64);
   const stack: StackValues = {
-    databaseUrl: devOwnerUrl(env),
+    databaseUrl: devOwnerUrl(localPostgresUrl(env)),
     mail: { smtpPort: DEV_PORTS.smtp },
     auth: local.auth ? { url: `http://127.0.0.1:${DEV_PORTS.gateway}`, anonKey: standIn, serviceRoleKey: standIn, jwtSecret: standIn } : undefined,
   };

@@ -1,6 +1,5 @@
 import { scriptSettings } from './settings.ts';
 import { databaseUrl } from './stack/database.ts';
-import { localPostgresUrl } from './stack/index.ts';
 
 // The scripts that write as the schema's owner (migrate, grant-role, revoke-role): which
 // database they write to, the command `npm run dev` shows for the first admin,
@@ -11,22 +10,45 @@ import { localPostgresUrl } from './stack/index.ts';
 /** `npm run dev`'s database on the local PostgreSQL server. */
 export const DEV_DATABASE = 'portfolio_dev';
 
-/** The local stack's database as its owner: what `npm run dev` gives as DATABASE_OWNER_URL. */
-export function devOwnerUrl(env: NodeJS.ProcessEnv = process.env): string {
-  return databaseUrl(localPostgresUrl(env), DEV_DATABASE);
+/** The local stack's database as its owner, on its PostgreSQL server (`localPostgres`): what `npm run dev` gives as DATABASE_OWNER_URL. */
+export function devOwnerUrl(localPostgres: string): string {
+  return databaseUrl(localPostgres, DEV_DATABASE);
+}
+
+/**
+ * The local stack's module, loaded only when a script falls back to `npm run
+ * dev`'s database. Loaded up front it made migrate and grant-role need the
+ * stack's dev dependencies (oidc-provider, smtp-server) even with
+ * DATABASE_OWNER_URL set, so an image installed with `npm ci --omit=dev`
+ * could not run its own migrations. When they are absent: the package missing.
+ */
+async function localStack(): Promise<typeof import('./stack/index.ts') | { missing: string }> {
+  try {
+    return await import('./stack/index.ts');
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    return { missing: /Cannot find (?:package|module) '([^']+)'/.exec((error as Error).message)?.[1] ?? 'a package' };
+  }
 }
 
 /**
  * The owner's connection: DATABASE_OWNER_URL, else DATABASE_URL, else `npm run
  * dev`'s local database, which `say` reports in one line. `npm run dev`
  * without a .env sends a developer to these scripts from a shell that has
- * none of its environment, and its database is the one meant.
+ * none of its environment, and its database is the one meant. Where the dev
+ * dependencies are not installed there is no `npm run dev`: exit 2 with a line
+ * saying to set DATABASE_OWNER_URL.
  */
-export function ownerDatabaseUrl(env: NodeJS.ProcessEnv = process.env, say: (line: string) => void = console.error): string {
+export async function ownerDatabaseUrl(env: NodeJS.ProcessEnv = process.env, say: (line: string) => void = console.error): Promise<string> {
   const settings = scriptSettings(['DATABASE_OWNER_URL', 'DATABASE_URL'], env);
   const given = settings.DATABASE_OWNER_URL ?? settings.DATABASE_URL;
   if (given) return given;
-  const url = devOwnerUrl(env);
+  const stack = await localStack();
+  if ('missing' in stack) {
+    say(`DATABASE_OWNER_URL and DATABASE_URL are not set, and npm run dev's local stack is not installed here (no ${stack.missing}: dev dependencies omitted): set DATABASE_OWNER_URL to the database's owner`);
+    process.exit(2);
+  }
+  const url = devOwnerUrl(stack.localPostgresUrl(env));
   say(`DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, ${url}`);
   return url;
 }

@@ -16,7 +16,7 @@ if ((action !== 'grant' && action !== 'revoke') || !email || !role || !ROLES.inc
   process.exit(2);
 }
 // An operator's tool: it writes as the owner, not as the API's login role.
-const url = ownerDatabaseUrl();
+const url = await ownerDatabaseUrl();
 const sql = connectPostgres(url, { max: 1, onnotice: () => {} });
 try {
   const profiles = await sql`select id, created_at, last_login from public.profiles where lower(email) = lower(${email}) order by created_at`;

@@ -87,6 +87,18 @@ describe('live visitors', () => {
     expect(unknown.json().error).toBe('Website not found');
   });
 
+  it('an event dated in the future (a restore, a clock stepped back, a row written by hand) is not an active visitor', async () => {
+    const clock = await createWebsite(app, 'Clock');
+    const at = (offset: number) => new Date(Date.now() + offset).toISOString();
+    await insertEvents(sql, clock.id, [
+      { session: 'now', visitor: 'present', device: 'desktop', page: '/', at: at(-60_000) },
+      { session: 'soon', visitor: 'early', device: 'desktop', page: '/', at: at(60 * 60_000) },
+      { session: 'later', visitor: 'future', device: 'desktop', page: '/', at: at(19 * 24 * 60 * 60_000) },
+    ]);
+    const response = await live(`?websiteId=${clock.id}`, admin);
+    expect(response.json().data).toMatchObject({ activeVisitors: 1, websites: [{ websiteId: clock.id, activeVisitors: 1 }] });
+  });
+
   it('row-level security: a viewer sees active visitors, a user without a role sees no website', async () => {
     const viewer = await createAuthUser(sql);
     await grantRole(sql, viewer.id, 'viewer');

@@ -147,6 +147,51 @@ describe('applied migrations are checked against their files before anything is 
   });
 });
 
+describe('a database migrated by a later release (a rollback)', () => {
+  /** Two migrations applied and then gone from the files, as when an earlier release's files meet the database a later one migrated. */
+  async function laterReleaseApplied(db: Scratch): Promise<string[]> {
+    const later = ['29991231000000_create_later_marker.sql', '29991231000001_create_latest_marker.sql'];
+    await writeFile(path.join(db.directory, later[0]), 'create table public.later_marker (x int);\n');
+    await writeFile(path.join(db.directory, later[1]), 'create table public.latest_marker (x int);\n');
+    expect(await db.migrate()).toEqual(later);
+    for (const file of later) await rm(path.join(db.directory, file));
+    return later;
+  }
+  const migrateTelling = async (db: Scratch) => {
+    const told: (readonly string[])[] = [];
+    const applied = await applyMigrations(db.url, { directory: db.directory, onAhead: (newer) => told.push(newer) });
+    return { applied, told };
+  };
+
+  it('when the only difference is migrations newer than every file, applies nothing, tells which, and succeeds', async () => {
+    const db = await scratch();
+    const later = await laterReleaseApplied(db);
+    const before = await db.recorded();
+    expect(await migrateTelling(db)).toEqual({ applied: [], told: [later] });
+    expect(await db.recorded()).toEqual(before);
+    // A database with nothing newer tells nothing.
+    const fresh = await scratch();
+    expect(await migrateTelling(fresh)).toEqual({ applied: [], told: [] });
+  });
+
+  it('a file of this release never applied under the newer ones is still refused, and nothing applied', async () => {
+    const db = await scratch();
+    await laterReleaseApplied(db);
+    const unapplied = '29990101000000_create_unapplied_marker.sql';
+    await writeFile(path.join(db.directory, unapplied), 'create table public.unapplied_marker (x int);\n');
+    await expect(db.migrate()).rejects.toThrow(new RegExp(`^Migration 29991231000000_create_later_marker.sql is recorded as applied but has no file.*${escape(unapplied)}`));
+    expect(await db.exists('public.unapplied_marker')).toBe(false);
+  });
+
+  it('an applied file gone from among the others is still refused, newer ones beside it or not', async () => {
+    const db = await scratch();
+    await laterReleaseApplied(db);
+    const removed = db.files.at(-2)!;
+    await rm(path.join(db.directory, removed));
+    await expect(migrateTelling(db)).rejects.toThrow(new RegExp(`^Migration ${escape(removed)} is recorded as applied but has no file`));
+  });
+});
+
 describe('a migration amended after it landed (AMENDED_MIGRATIONS)', () => {
   const amended = '20261127100000_count_feedback_by_status_and_website.sql';
   /** The body it landed with: its LOCK TABLE at the top level, not in a `do` block. */

@@ -12,15 +12,15 @@ import { freePort } from '../scripts/stack/free-port.ts';
 const MIGRATE = path.resolve(import.meta.dirname, '../scripts/migrate.ts');
 
 describe('the owner scripts: which database', () => {
-  it("DATABASE_OWNER_URL, else DATABASE_URL, else npm run dev's database, said in one line", () => {
+  it("DATABASE_OWNER_URL, else DATABASE_URL, else npm run dev's database, said in one line", async () => {
     const said: string[] = [];
     const say = (line: string) => said.push(line);
     const owner = 'postgres://postgres@db.example.com/postgres';
     const login = 'postgres://authenticator@db.example.com/postgres';
-    expect(ownerDatabaseUrl({ DATABASE_OWNER_URL: owner, DATABASE_URL: login }, say)).toBe(owner);
-    expect(ownerDatabaseUrl({ DATABASE_URL: login, DATABASE_OWNER_URL: '' }, say)).toBe(login);
+    expect(await ownerDatabaseUrl({ DATABASE_OWNER_URL: owner, DATABASE_URL: login }, say)).toBe(owner);
+    expect(await ownerDatabaseUrl({ DATABASE_URL: login, DATABASE_OWNER_URL: '' }, say)).toBe(login);
     expect(said).toEqual([]);
-    expect(ownerDatabaseUrl({ LOCAL_POSTGRES_URL: 'postgres://postgres@127.0.0.1:6543/postgres' }, say)).toBe('postgres://postgres@127.0.0.1:6543/portfolio_dev');
+    expect(await ownerDatabaseUrl({ LOCAL_POSTGRES_URL: 'postgres://postgres@127.0.0.1:6543/postgres' }, say)).toBe('postgres://postgres@127.0.0.1:6543/portfolio_dev');
     expect(said).toEqual(["DATABASE_OWNER_URL and DATABASE_URL are not set: using npm run dev's local database, postgres://postgres@127.0.0.1:6543/portfolio_dev"]);
   });
 

@@ -166,6 +166,9 @@ function amendedFrom(version: string, stored: readonly string[]): boolean {
 /**
  * What is wrong between the recorded migrations and the files, one sentence
  * each, naming the migration; empty when the files can be applied as they are.
+ * `ahead`: the recorded migrations newer than every file, when that is the
+ * only difference (each file applied): a database migrated by a later
+ * release, which an older one may be rolled back onto. They are not problems.
  */
 function migrationHistoryProblems(files: readonly MigrationFile[], recorded: readonly RecordedMigration[], where: string) {
   const problems: { file: string; message: string }[] = [];
@@ -181,10 +184,22 @@ function migrationHistoryProblems(files: readonly MigrationFile[], recorded: rea
     }
   }
   const recordedFile = (row: RecordedMigration) => (row.name === null ? row.version : `${row.version}_${row.name}.sql`);
+  const done = new Set(recorded.map((row) => row.version));
+  const withoutFile = recorded.filter((row) => !byVersion.has(row.version) && !shared.has(row.version));
+  const newestFile = files.reduce<bigint | undefined>((top, migration) => (top !== undefined && top >= BigInt(migration.version) ? top : BigInt(migration.version)), undefined);
+  // Only a history that runs past the files' end, over all of them, is a later
+  // release's: one missing in the middle, or a file never applied, means a
+  // migration edited away or a database from another branch.
+  const isAhead =
+    withoutFile.length > 0 &&
+    newestFile !== undefined &&
+    withoutFile.every((row) => BigInt(row.version) > newestFile) &&
+    [...byVersion.keys()].every((version) => done.has(version));
   for (const row of recorded) {
     const migration = byVersion.get(row.version);
     if (shared.has(row.version)) continue;
     if (!migration) {
+      if (isAhead) continue;
       // Failing, not warning: the database holds changes no file describes, so
       // a fresh database built from these files would differ from this one
       // (a migration deleted or renumbered after it was applied, or a database
@@ -197,21 +212,28 @@ function migrationHistoryProblems(files: readonly MigrationFile[], recorded: rea
     }
   }
   const newest = recorded.reduce<RecordedMigration | undefined>((top, row) => (top && BigInt(top.version) >= BigInt(row.version) ? top : row), undefined);
-  const done = new Set(recorded.map((row) => row.version));
   for (const migration of byVersion.values()) {
     if (newest && !done.has(migration.version) && BigInt(migration.version) < BigInt(newest.version)) {
       problems.push({ file: migration.file, message: `Migration ${migration.file} was never applied and is older than ${recordedFile(newest)}, which was; give it a version after ${newest.version}` });
     }
   }
-  return problems;
+  return { problems, ahead: isAhead ? withoutFile.map(recordedFile) : [] };
+}
+
+export interface MigrateOptions {
+  directory?: string;
+  /** Told the migrations the database has that are newer than every file (oldest first), when it has such and nothing else differs. */
+  onAhead?: (newer: readonly string[]) => void;
 }
 
 /**
  * Applies the migrations not yet recorded; returns the names it applied.
  * First checks the recorded history against the files and applies nothing
- * when they disagree. Runs against one database take turns.
+ * when they disagree; a database ahead of the files (a rollback to an
+ * earlier release) is no disagreement: nothing to apply, and `onAhead` hears of it.
+ * Runs against one database take turns.
  */
-export async function applyMigrations(url: string, { directory = MIGRATIONS_DIR } = {}): Promise<string[]> {
+export async function applyMigrations(url: string, { directory = MIGRATIONS_DIR, onAhead }: MigrateOptions = {}): Promise<string[]> {
   const migrations = await readMigrations(directory);
   const where = directory === MIGRATIONS_DIR ? 'supabase/migrations' : directory;
   const sql = connectPostgres(url, { max: 1, onnotice: () => {} });
@@ -223,11 +245,13 @@ export async function applyMigrations(url: string, { directory = MIGRATIONS_DIR 
     await sql.unsafe(`select pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
     await sql.unsafe(MIGRATION_HISTORY_DDL);
     const recorded = await sql<RecordedMigration[]>`select version, name, statements from supabase_migrations.schema_migrations order by version`;
-    const [problem, ...more] = migrationHistoryProblems(migrations, recorded, where);
+    const { problems, ahead } = migrationHistoryProblems(migrations, recorded, where);
+    const [problem, ...more] = problems;
     if (problem) {
       const others = more.length ? ` (and ${more.length} more: ${more.map((other) => other.file).join(', ')})` : '';
       throw new MigrationError(problem.file, `${problem.message}${others}`);
     }
+    if (ahead.length > 0) onAhead?.(ahead);
     const done = new Set(recorded.map((row) => row.version));
     for (const { file, version, name, body } of migrations) {
       if (done.has(version)) continue;

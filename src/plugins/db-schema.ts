@@ -9,6 +9,8 @@ import type { Database } from './db.ts';
 // so instead: the migration files shipped beside the code against the
 // versions the database has applied (public.applied_migration_versions).
 // A warning, not a refusal: some deploys run the migrations after the code.
+// A database ahead of the code (an earlier release rolled back onto it) is
+// warned of too: the newer migrations may refuse what this build does.
 
 /** A migration's file name: its version (the digits before the first `_`) and its name. The runner (scripts/stack/database.ts) reads them the same way. */
 export const MIGRATION_FILE = /^(\d+)_(.+)\.sql$/;
@@ -23,8 +25,8 @@ async function migrationFiles(): Promise<string[] | undefined> {
   return undefined;
 }
 
-/** Why the database's schema is behind the migration files, or undefined when it is not (or cannot be told). */
-export async function schemaBehind(db: Database): Promise<string | undefined> {
+/** Why the database's schema is behind the migration files, or ahead of them; undefined when neither (or it cannot be told). */
+export async function schemaMismatch(db: Database): Promise<string | undefined> {
   const files = await migrationFiles();
   if (!files || files.length === 0) return undefined;
   let applied: Set<string>;
@@ -37,16 +39,21 @@ export async function schemaBehind(db: Database): Promise<string | undefined> {
     throw error;
   }
   const missing = files.filter((file) => !applied.has(MIGRATION_FILE.exec(file)![1]));
-  if (missing.length === 0) return undefined;
-  const named = missing.length > 3 ? `${missing.slice(0, 3).join(', ')} and ${missing.length - 3} more` : missing.join(', ');
-  return `the database schema is behind the code: ${missing.length} migration${missing.length === 1 ? '' : 's'} not applied (${named}): run npm run migrate`;
+  if (missing.length > 0) {
+    const named = missing.length > 3 ? `${missing.slice(0, 3).join(', ')} and ${missing.length - 3} more` : missing.join(', ');
+    return `the database schema is behind the code: ${missing.length} migration${missing.length === 1 ? '' : 's'} not applied (${named}): run npm run migrate`;
+  }
+  const newestFile = files.map((file) => BigInt(MIGRATION_FILE.exec(file)![1])).reduce((top, version) => (version > top ? version : top));
+  const newer = [...applied].filter((version) => /^\d+$/.test(version) && BigInt(version) > newestFile).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : 1));
+  if (newer.length === 0) return undefined;
+  return `the database schema is ahead of the code: ${newer.length} migration${newer.length === 1 ? '' : 's'} applied that this release does not have (newest ${newer.at(-1)}): an earlier build on a migrated database may have requests refused (README, Upgrading)`;
 }
 
-/** Logs, once, whether the schema is behind; a database that cannot be asked now is left to the routes' own errors. */
-export async function warnIfSchemaBehind(db: Database, log: FastifyBaseLogger): Promise<void> {
+/** Logs, once, whether the schema is behind or ahead; a database that cannot be asked now is left to the routes' own errors. */
+export async function warnIfSchemaMismatched(db: Database, log: FastifyBaseLogger): Promise<void> {
   try {
-    const behind = await schemaBehind(db);
-    if (behind) log.warn(behind);
+    const mismatch = await schemaMismatch(db);
+    if (mismatch) log.warn(mismatch);
   } catch (error) {
     log.debug({ err: error }, 'schema check: the database could not be asked');
   }

@@ -2,10 +2,10 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ConfigError } from '../config.ts';
 import type { Database } from './db.ts';
 import { checkLogin } from './db-login.ts';
-import { warnIfSchemaBehind } from './db-schema.ts';
+import { warnIfSchemaMismatched } from './db-schema.ts';
 
 // What the start judges of the database, once the app is ready: its login
-// (db-login.ts) and whether its schema is behind the code (db-schema.ts).
+// (db-login.ts) and whether its schema is behind or ahead of the code (db-schema.ts).
 
 export interface DatabaseStartOptions {
   /** Production refuses a login that is too strong; elsewhere (a developer's own database) it is a warning. */
@@ -48,11 +48,11 @@ export async function judgeDatabaseAtStart(db: Database, { production, log, sign
     },
     answered: () => {
       log.info('the database answers');
-      void warnIfSchemaBehind(db, log);
+      void warnIfSchemaMismatched(db, log);
     },
   });
   const error = problem === undefined ? undefined : refusal(problem);
   if (error) throw error;
   // Not awaited: the start does not wait on it. A database silent now is asked when it answers.
-  if (!silentAtStart) void warnIfSchemaBehind(db, log);
+  if (!silentAtStart) void warnIfSchemaMismatched(db, log);
 }
