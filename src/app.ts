@@ -3,6 +3,7 @@ import Fastify, { type FastifyHttpOptions, type FastifyInstance, type FastifySer
 import fp from 'fastify-plugin';
 import { validatorCompiler } from 'fastify-type-provider-zod';
 import type { Config } from './config.ts';
+import { forgedForwardedForGuard } from './lib/client-network.ts';
 import { LogSink } from './lib/log-sink.ts';
 import { namingRepeatedKeys, parseQueryString } from './lib/query-string.ts';
 import { replySerializerCompiler } from './lib/reply-serializer.ts';
@@ -71,6 +72,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     bodyLimit: config.BODY_LIMIT_BYTES,
     routerOptions: { ...PATH_MATCHING, querystringParser: parseQueryString },
     trustProxy: trustProxyOption(config.TRUST_PROXY),
+    // A trusted hop's entry that is not an address is not the client's (lib/client-network.ts).
+    ...(config.TRUST_PROXY === false ? {} : { rewriteUrl: forgedForwardedForGuard() }),
     // Given to Node's server as it is made as well: set only afterwards, as
     // Fastify sets it, Node never cut a request off. Node looks for requests
     // past their deadline every connectionsCheckingInterval (30 s by default).

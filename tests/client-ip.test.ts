@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../src/config.ts';
-import { buildTestApp } from './support/app.ts';
+import { buildTestApp, buildTestAppWithLog } from './support/app.ts';
 
 // Which address is the client's. A client writes whatever it likes into
 // X-Forwarded-For; only the entries that trusted proxies appended are
@@ -67,6 +67,44 @@ describe('TRUST_PROXY', () => {
       }
       expect(codes.slice(0, 100).every((code) => code === 200)).toBe(true);
       expect(codes[100]).toBe(429);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('an entry from a trusted hop that is not an IP address is not the client: the nearest trusted hop or the socket is', async () => {
+    // nginx on the same host with TRUST_PROXY=loopback: a local client's own header is one hop short of nginx's entry.
+    const loopback = await buildTestApp({ TRUST_PROXY: 'loopback' }, echoIp);
+    const twoHops = await buildTestApp({ TRUST_PROXY: '2' }, echoIp);
+    try {
+      expect(await ipOf(loopback, '127.0.0.1', 'not-an-ip, 127.0.0.1')).toBe('127.0.0.1');
+      expect(await ipOf(loopback, '127.0.0.1', '<script>')).toBe('127.0.0.1');
+      expect(await ipOf(loopback, '::1', `1.2.3.4, 1.2.3.4:5678, ::1`)).toBe('::1');
+      // A hop count one too high: the entry past the real chain was the client's.
+      expect(await ipOf(twoHops, PROXY, `<script>, ${CLIENT}`)).toBe(CLIENT);
+      expect(await ipOf(twoHops, PROXY, 'not-an-ip')).toBe(PROXY);
+      // Addresses alone, and forged entries the trust never reached, change nothing.
+      expect(await ipOf(twoHops, PROXY, `1.2.3.4, ${CLIENT}, 10.0.0.9`)).toBe(CLIENT);
+      expect(await ipOf(twoHops, PROXY, `junk, 1.2.3.4, ${CLIENT}, 10.0.0.9`)).toBe(CLIENT);
+    } finally {
+      await loopback.close();
+      await twoHops.close();
+    }
+  });
+
+  it('rotating non-address values through a trusted hop does not escape the general limit, and is logged a bounded number of times', async () => {
+    const { app, lines } = await buildTestAppWithLog({ TRUST_PROXY: 'loopback', RATE_LIMIT_GENERAL_PER_15MIN: '100' }, 'warn', echoIp);
+    try {
+      const codes: number[] = [];
+      for (let i = 0; i <= 100; i += 1) {
+        const response = await app.inject({ method: 'GET', url: '/t/ip', remoteAddress: '127.0.0.1', headers: { 'x-forwarded-for': `not-an-ip-${i}, 127.0.0.1` } });
+        codes.push(response.statusCode);
+      }
+      expect(codes.slice(0, 100).every((code) => code === 200)).toBe(true);
+      expect(codes[100]).toBe(429);
+      const warnings = lines.map((line) => JSON.parse(line)).filter((entry) => entry.xForwardedFor !== undefined);
+      expect(warnings).toHaveLength(10);
+      expect(warnings[0]).toMatchObject({ level: 40, xForwardedFor: 'not-an-ip-0, 127.0.0.1', kept: '127.0.0.1', peer: '127.0.0.1' });
     } finally {
       await app.close();
     }

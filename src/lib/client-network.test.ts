@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clientNetworkOf } from './client-network.ts';
+import { clientNetworkOf, forwardedForWithoutForgedEntries } from './client-network.ts';
 
 describe('clientNetworkOf', () => {
   it('keeps an IPv4 address as it is', () => {
@@ -28,5 +28,21 @@ describe('clientNetworkOf', () => {
 
   it('leaves anything that is not an address alone', () => {
     expect(clientNetworkOf('unknown')).toBe('unknown');
+  });
+});
+
+describe('forwardedForWithoutForgedEntries', () => {
+  it('keeps a header of addresses as it is', () => {
+    for (const header of ['203.0.113.7', '1.2.3.4, 203.0.113.7', ' 2001:db8::1 ,10.0.0.5', '1.2.3.4,,5.6.7.8', '']) {
+      expect(forwardedForWithoutForgedEntries(header), header).toBe(header);
+    }
+  });
+
+  it('drops the right-most entry that is not an address and everything before it', () => {
+    expect(forwardedForWithoutForgedEntries('not-an-ip, 127.0.0.1')).toBe('127.0.0.1');
+    expect(forwardedForWithoutForgedEntries('1.2.3.4, <script>, 10.0.0.1, ::1')).toBe('10.0.0.1, ::1');
+    expect(forwardedForWithoutForgedEntries('x, 1.2.3.4, [::1], 10.0.0.1')).toBe('10.0.0.1');
+    expect(forwardedForWithoutForgedEntries('1.2.3.4:5678')).toBeUndefined();
+    expect(forwardedForWithoutForgedEntries('10.0.0.1, unknown')).toBeUndefined();
   });
 });

@@ -1,4 +1,6 @@
-import { isIPv4, isIPv6 } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import { isIP, isIPv4, isIPv6 } from 'node:net';
+import type { FastifyBaseLogger } from 'fastify';
 
 // Who a rate-limit budget belongs to. An IPv4 address is one client (or one
 // NAT). An IPv6 client is handed a whole /64 at least, 2^64 addresses it can
@@ -51,4 +53,65 @@ function ipv6NetworkOf(ip: string): string {
     .slice(0, 4)
     .map((group) => group.toString(16))
     .join(':')}::/64`;
+}
+
+// A trusted hop's X-Forwarded-For entry is taken as the client's address as it
+// stands: with a hop count one too high, or `loopback` and a client on the same
+// host, `not-an-ip` or `<script>` became the address in the logs, the
+// rate-limit key and the address passed on to the auth server. Such an entry
+// was written by the client (a proxy writes addresses), and so was everything
+// before it.
+
+/**
+ * X-Forwarded-For without its right-most entry that is not an IP address and
+ * the entries before it; undefined when nothing is left. The same header when
+ * every entry is an address. Fastify walks the header from the right and
+ * stops at the first untrusted entry, so an answer that never reached the
+ * dropped entry is unchanged, and one that did is what a request without it
+ * gets: the nearest trusted hop's entry, or the socket's address.
+ */
+export function forwardedForWithoutForgedEntries(header: string): string | undefined {
+  let end = header.length;
+  for (let start = header.lastIndexOf(',', end - 1); ; start = header.lastIndexOf(',', end - 1)) {
+    const entry = header.slice(start + 1, end).trim();
+    // An empty entry (`a,,b`) is skipped, as Fastify's reading of the header skips it.
+    if (entry !== '' && isIP(entry) === 0) {
+      const kept = header.slice(end + 1).trim();
+      return kept === '' ? undefined : kept;
+    }
+    if (start < 0) return header;
+    end = start;
+  }
+}
+
+/** The most distinct dropped values an app logs: a client can send a new one with every request. */
+const MAX_LOGGED_FORGED_VALUES = 10;
+
+/**
+ * Fastify's rewriteUrl, the one step that sees every request before anything
+ * reads its address (routing errors included): drops the X-Forwarded-For
+ * entries above and logs each distinct dropped value once at warn, up to
+ * MAX_LOGGED_FORGED_VALUES. Leaves the URL as it is.
+ */
+export function forgedForwardedForGuard(): (this: { log: FastifyBaseLogger }, request: IncomingMessage) => string {
+  const logged = new Set<string>();
+  return function dropForgedForwardedFor(request) {
+    const header = request.headers['x-forwarded-for'];
+    if (typeof header === 'string') {
+      const kept = forwardedForWithoutForgedEntries(header);
+      if (kept !== header) {
+        if (kept === undefined) delete request.headers['x-forwarded-for'];
+        else request.headers['x-forwarded-for'] = kept;
+        const dropped = header.slice(0, 200);
+        if (logged.size < MAX_LOGGED_FORGED_VALUES && !logged.has(dropped)) {
+          logged.add(dropped);
+          this.log.warn(
+            { xForwardedFor: dropped, kept: kept ?? null, peer: request.socket.remoteAddress, furtherValuesLogged: MAX_LOGGED_FORGED_VALUES - logged.size },
+            'X-Forwarded-For entry that is not an IP address ignored, with the entries before it (sent by a client; if through a trusted proxy, check TRUST_PROXY)',
+          );
+        }
+      }
+    }
+    return request.url ?? '/';
+  };
 }
