@@ -236,3 +236,35 @@ describe.runIf(auth)('update-password: reset tokens cannot be guessed', () => {
     }
   }, 40_000);
 });
+
+describe.runIf(auth)('update-password with the password the account already has', () => {
+  // The auth server refuses to "change" a password to itself (same_password),
+  // after the token is spent. It was a 400 that sent the user for a new e-mail,
+  // which the minute's limit then refused (429); the password is the one asked for.
+  let app: FastifyInstance;
+  let base: string;
+  beforeAll(async () => {
+    app = await buildTestApp(realAuthEnv(auth!));
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+  }, 60_000);
+  afterAll(async () => app?.close());
+
+  it('is answered as a success: 200, the password unchanged and working, every session ended, the token spent', async () => {
+    const account = await signUp(base, 'reset-same-password');
+    expect((await call(base, 'POST', '/api/auth/reset-password', { body: { email: account.email } })).status).toBe(200);
+    await expect.poll(async () => (await messagesTo(account.email)).length, { timeout: 10_000 }).toBe(1);
+    const token = resetTokenIn((await messagesTo(account.email))[0]);
+
+    const same = await call(base, 'POST', '/api/auth/update-password', { body: { token, newPassword: account.password } });
+    expect(same.body).toEqual({ success: true, message: 'Password updated successfully' });
+    expect(same.status).toBe(200);
+
+    // As after any reset: the sessions from before it have ended.
+    expect((await call(base, 'GET', '/api/auth/me', { token: account.accessToken })).status).toBe(401);
+    expect((await call(base, 'POST', '/api/auth/refresh', { body: { refreshToken: account.refreshToken } })).status).toBe(401);
+    const signIn = await call(base, 'POST', '/api/auth/signin', { body: { email: account.email, password: account.password } });
+    expect(signIn.status).toBe(200);
+    const again = await call(base, 'POST', '/api/auth/update-password', { body: { token, newPassword: 'another-secret-1' } });
+    expect(again.body).toEqual({ success: false, error: 'Invalid or expired reset token', statusCode: 400 });
+  }, 40_000);
+});

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import fc from 'fast-check';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BEARER_CHALLENGES } from '../src/lib/errors.ts';
 import { buildTestAppWithLog, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { createAuthUser, openSession } from './support/db.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
@@ -76,6 +77,9 @@ async function attacks(live: LiveSession): Promise<Record<string, string | undef
   };
 }
 
+/** The attacks refused for their expiry alone: jose checks the time claims after the signature, and before our own checks. */
+const EXPIRED_ATTACKS = new Set(['expired', 'expired, with a session id that is no UUID', 'legacy expired']);
+
 describe('token attacks on every protected route', () => {
   let app: FastifyInstance;
   /** The app's error lines: a failure below shows why an answer was not 401. */
@@ -133,6 +137,10 @@ describe('token attacks on every protected route', () => {
         expect(body.statusCode).toBe(401);
         // Sign-out answers every caller it cannot sign out alike.
         expect(body.error, `${route.method} ${route.url} with ${attack}`).toBe(route.url === '/api/auth/signout' ? 'No active session' : 'Authentication required');
+        // RFC 6750's challenge: none came, it expired (refresh), or it is refused for good (sign in). Sign-out takes an expired token of ours.
+        const expired = EXPIRED_ATTACKS.has(attack) && route.url !== '/api/auth/signout';
+        const challenge = token === undefined ? BEARER_CHALLENGES.missing : expired ? BEARER_CHALLENGES.expired : BEARER_CHALLENGES.invalid;
+        expect(response.headers['www-authenticate'], `${route.method} ${route.url} with ${attack}`).toBe(challenge);
       }
     }
     expect(admitted, errors.join('')).toEqual([]);

@@ -25,6 +25,31 @@ export const withReason = <E extends AppError>(error: E, reason: string): E => O
 export const withCause = <E extends AppError>(error: E, cause: unknown): E => Object.assign(error, { cause });
 /** 401 `Authentication required`, and why the credentials failed for the log. */
 export const credentialsRefused = (reason: string) => withReason(unauthorized(), reason);
+
+/**
+ * RFC 6750's WWW-Authenticate for a 401 of a bearer-token check. The body is
+ * the SPEC's `Authentication required` whatever the cause; the header tells a
+ * client an expired token (refresh, then retry) from one refused for good
+ * (sign in again) without it decoding the JWT. No error code when no token
+ * came (RFC 6750 section 3).
+ */
+export const BEARER_CHALLENGES = {
+  missing: 'Bearer',
+  expired: 'Bearer error="invalid_token", error_description="The access token expired"',
+  invalid: 'Bearer error="invalid_token", error_description="The access token is invalid or its session has ended"',
+} as const;
+
+const challengeOf = new WeakMap<Error, string>();
+
+/** The WWW-Authenticate challenge withBearerChallenge gave `error`, if any. */
+export const bearerChallengeOf = (error: Error): string | undefined => challengeOf.get(error);
+
+/** `error` (a 401), answered with the challenge of its kind as WWW-Authenticate (plugins/auth.ts sends it). */
+export function withBearerChallenge<E extends AppError>(error: E, kind: keyof typeof BEARER_CHALLENGES): E {
+  challengeOf.set(error, BEARER_CHALLENGES[kind]);
+  return error;
+}
+
 export const forbidden = (message = 'Insufficient permissions') => new AppError(403, message);
 export const notFound = (message = 'Resource not found') => new AppError(404, message);
 export const conflict = (message: string) => new AppError(409, message);

@@ -27,6 +27,14 @@ const ASYMMETRIC = ['ES256', 'RS256', 'EdDSA'] as const;
 export class InvalidTokenError extends Error {}
 
 /**
+ * A token that would be accepted but for its expiry (`exp`, or a legacy
+ * token's `iat` past 24 hours): a user's client can refresh and retry, where
+ * any other refusal sends it back to sign in (plugins/auth.ts says which in
+ * WWW-Authenticate).
+ */
+export class ExpiredTokenError extends InvalidTokenError {}
+
+/**
  * An HS256 token whose signature did not verify with the project's secret.
  * `issuer` is its unverified `iss`: when that is our own auth server, the
  * likelier cause is a SUPABASE_JWT_SECRET that is not the project's
@@ -191,6 +199,8 @@ export function createTokenVerifier(options: TokenVerifierOptions) {
       return { kind: 'supabase', claims: claims.role === 'authenticated' ? claims : { ...claims, role: 'authenticated' } };
     } catch (error) {
       if (error instanceof InvalidTokenError || error instanceof KeySourceUnavailableError) throw error;
+      // jose checks the signature before the time claims: an expired token here is otherwise genuine.
+      if (errorCode(error) === 'ERR_JWT_EXPIRED') throw new ExpiredTokenError((error as Error).message);
       if (alg === 'HS256' && errorCode(error) === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED') {
         throw new SignatureMismatchError((error as Error).message, unverified.iss);
       }

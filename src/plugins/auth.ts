@@ -2,9 +2,9 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyRequest, onRequestHookH
 import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
-import { AppError, credentialsRefused, forbidden, fromPostgresError, serviceUnavailable } from '../lib/errors.ts';
+import { AppError, bearerChallengeOf, credentialsRefused, forbidden, fromPostgresError, serviceUnavailable, withBearerChallenge } from '../lib/errors.ts';
 import type { AppRole } from '../lib/roles.ts';
-import { createTokenVerifier, InvalidTokenError, KeySourceUnavailableError, SecretMissingError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
+import { createTokenVerifier, ExpiredTokenError, InvalidTokenError, KeySourceUnavailableError, SecretMissingError, SignatureMismatchError, type SupabaseClaims } from '../lib/tokens.ts';
 import { type DbActor, ELEVATED_ACTOR, type ElevatedSql } from './db.ts';
 
 // One auth context per request. Guards refuse early: 401 for who-are-you,
@@ -175,6 +175,12 @@ export default fp<AuthPluginOptions>(
     };
 
     app.decorateRequest('caller', null);
+    // An onError hook runs for failed requests alone: answers that succeed pay nothing for the challenge.
+    app.addHook('onError', function sendBearerChallenge(_request, reply, error, done) {
+      const challenge = bearerChallengeOf(error);
+      if (challenge) reply.header('www-authenticate', challenge);
+      done();
+    });
     // Counts this instance's sign-outs. A lookup that a sign-out overtook (the
     // session read open, then ended and forgotten before the answer came back)
     // must not put the session back: its tokens would work here for another
@@ -210,7 +216,7 @@ export default fp<AuthPluginOptions>(
           const ours = (issuer: unknown) => ownIssuer !== undefined && issuer === ownIssuer;
           if (error instanceof SignatureMismatchError && ours(error.issuer)) warnOfWrongSecret(log);
           if (error instanceof SecretMissingError && ours(error.issuer)) warnOfMissingSecret(log);
-          throw credentialsRefused(`token refused: ${error.message}`);
+          throw withBearerChallenge(credentialsRefused(`token refused: ${error.message}`), error instanceof ExpiredTokenError ? 'expired' : 'invalid');
         }
         if (error instanceof KeySourceUnavailableError) throw signingKeysUnavailable(error, log);
         throw error;
@@ -229,14 +235,14 @@ export default fp<AuthPluginOptions>(
         const fromDb = fromPostgresError(error);
         throw fromDb && fromDb.statusCode === 503 ? fromDb : serviceUnavailable('Service temporarily unavailable');
       }
-      if (!state.active) throw credentialsRefused('the session has ended');
+      if (!state.active) throw withBearerChallenge(credentialsRefused('the session has ended'), 'invalid');
       return { kind: 'user', userId: claims.sub, email: claims.email, sessionId: claims.session_id, roles: state.roles, claims };
     }
 
     async function authenticate(request: FastifyRequest): Promise<Caller> {
       if (request.caller) return request.caller;
       const token = bearerToken(request);
-      if (!token) throw credentialsRefused('no bearer token');
+      if (!token) throw withBearerChallenge(credentialsRefused('no bearer token'), 'missing');
       request.caller = await callerFromToken(token, request.log);
       return request.caller;
     }
@@ -273,7 +279,7 @@ export default fp<AuthPluginOptions>(
 
     app.decorate('requireUser', async function requireUser(request: FastifyRequest) {
       const caller = await authenticate(request);
-      if (caller.kind !== 'user') throw credentialsRefused('a legacy admin token, on a route for signed-in users');
+      if (caller.kind !== 'user') throw withBearerChallenge(credentialsRefused('a legacy admin token, on a route for signed-in users'), 'invalid');
     });
 
     app.decorate('requireRole', (...roles: readonly AppRole[]) =>
@@ -281,7 +287,7 @@ export default fp<AuthPluginOptions>(
         const caller = await authenticate(request);
         if (caller.kind === 'legacy-admin') {
           if (roles.includes('admin')) return;
-          throw credentialsRefused('a legacy admin token, on a route for other roles');
+          throw withBearerChallenge(credentialsRefused('a legacy admin token, on a route for other roles'), 'invalid');
         }
         if (!caller.roles.some((role) => roles.includes(role))) throw forbidden();
       },

@@ -7,6 +7,7 @@ export const AUTH_SUITES = [
   'tests/auth-confirmations.test.ts',
   'tests/auth-outage.test.ts',
   'tests/auth-roles.test.ts',
+  'tests/auth-refresh-race.test.ts',
   'the reset tokens of tests/auth-update-password.test.ts',
   'the Supabase dashboard actions of tests/dashboard-admin.test.ts',
   'the dashboard sign-in of tests/admin-status.test.ts',

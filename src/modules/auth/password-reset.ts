@@ -4,7 +4,7 @@ import { badRequest, internalError, notFound, RateLimitError } from '../../lib/e
 import type { ExclusiveClaims } from '../../lib/exclusive-claims.ts';
 import type { Database } from '../../plugins/db.ts';
 import type { SupabaseAuth } from '../../plugins/supabase.ts';
-import { fail } from './failures.ts';
+import { type AuthFailure, fail } from './failures.ts';
 import { endAllSessionsElevated, selectProfileByEmailElevated } from './queries.ts';
 import type { ResetTokenBudget } from './reset-token-budget.ts';
 
@@ -52,13 +52,15 @@ export function createPasswordResetService(deps: PasswordResetDeps) {
     const verified = await client.auth.verifyOtp({ token_hash: token, type: 'recovery' });
     if (verified.error || !verified.data.session) fail(verified.error, invalidResetToken());
     const updated = await client.auth.updateUser({ password: newPassword });
-    if (updated.error) {
+    // The auth server refuses to set the password the account already has (a user
+    // who typed the old one again). That is the password asked for, by a caller who
+    // proved they hold the token: answered as a success, every session ended as on
+    // any other. A 400 left the user with a spent link and a new e-mail refused for
+    // a minute (429), for a password that was what they wanted all along.
+    if (updated.error && (updated.error as AuthFailure).code !== 'same_password') {
       // The token is spent; the session it opened is of no use to anyone.
       await client.auth.signOut({ scope: 'local' }).catch(() => {});
-      fail(updated.error, internalError(), {
-        same_password: badRequest('New password must differ from the old one; request a new reset e-mail'),
-        weak_password: badRequest('Password must be at least 6 characters'),
-      });
+      fail(updated.error, internalError(), { weak_password: badRequest('Password must be at least 6 characters') });
     }
     const userId = verified.data.session.user.id;
     try {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { type Config, resetPasswordUrl } from '../../config.ts';
-import { AppError, badRequest, unauthorized } from '../../lib/errors.ts';
+import { AppError, badRequest, unauthorized, withBearerChallenge } from '../../lib/errors.ts';
 import { MessageResponseSchema, PasswordSchema } from '../../lib/schemas.ts';
 import { aboutUser, bearerToken } from '../../plugins/auth.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
@@ -93,7 +93,8 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         description:
           'Each refresh hands out a new refresh token. 401 `Invalid or expired refresh token` (also after 30 days unused, ' +
           'and for a token used again after newer ones, which ends its whole session); ' +
-          '503 when the auth server does not answer within its deadline.',
+          '503 when the auth server does not answer within its deadline, and with Retry-After while other refreshes of ' +
+          'the same session keep it busy: the client keeps its session and retries with the same token.',
         body: RefreshBodySchema,
         response: { 200: RefreshResponseSchema },
       },
@@ -130,11 +131,11 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         // otherwise live on (its refresh token still works) while the user was told it ended.
         const token = bearerToken(request);
         const session = token ? await app.sessionOfToken(token, request.log) : null;
-        if (!session) throw unauthorized('No active session');
+        if (!session) throw withBearerChallenge(unauthorized('No active session'), token ? 'invalid' : 'missing');
         await auth.signOutInDatabase(session);
         return signedOut;
       }
-      if (caller.kind !== 'user') throw unauthorized('No active session');
+      if (caller.kind !== 'user') throw withBearerChallenge(unauthorized('No active session'), 'invalid');
       await auth.signOut(request.ip, bearerToken(request) ?? '', caller);
       return signedOut;
     },
@@ -173,9 +174,10 @@ const authRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { conf
         tags,
         summary: 'Set a new password with the token from the reset e-mail (public)',
         description:
-          'Then every session of the user ends. 400 `New password is required`, `Password must be at least 6 characters` or ' +
-          '`… at most 72 bytes` (checked before the token, which works once, is redeemed), `Invalid or expired reset token` ' +
-          '(also once the e-mail is an hour old), or `New password must differ from the old one; request a new reset e-mail`; ' +
+          'Then every session of the user ends; a new password equal to the current one is answered so too (200). ' +
+          '400 `New password is required`, `Password must be at least 6 characters` or ' +
+          '`… at most 72 bytes` (checked before the token, which works once, is redeemed), or `Invalid or expired reset token` ' +
+          '(also once the e-mail is an hour old); ' +
           '429 for every client once RESET_TOKEN_ATTEMPTS_PER_WINDOW (when set) tokens were tried in the window, from any address; ' +
           '503 when the auth server does not answer.',
         body: UpdatePasswordBodySchema,

@@ -1,11 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { decodeJwt } from 'jose';
-import { AppError, badRequest, conflict, forbidden, notFound, unauthorized } from '../../lib/errors.ts';
+import { AppError, badRequest, conflict, forbidden, notFound, unauthorized, withBearerChallenge, withCause } from '../../lib/errors.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
-import { authRefusal, isAuthServerError, withinDeadline } from '../../plugins/supabase.ts';
+import { authRefusal, authUnavailable, isAuthServerError } from '../../plugins/supabase.ts';
 import { type AuthFailure, fail } from './failures.ts';
 import { createPasswordResetService, type PasswordResetDeps } from './password-reset.ts';
 import { endSessionElevated, endSessionOfRefreshTokenElevated, getProfile, selectProfileByEmailElevated, selectProfileNameElevated } from './queries.ts';
+import { createRefreshesInFlight, isRefreshConflict, retryingConflicts } from './refresh-races.ts';
 import { displayName, isoTimestamp, toSession } from './supabase-answers.ts';
 
 // Accounts are Supabase Auth's: every operation here is delegated to it
@@ -23,6 +24,7 @@ export interface AuthServiceDeps extends PasswordResetDeps {
 export function createAuthService(deps: AuthServiceDeps) {
   const { supabase, db } = deps;
   const passwordReset = createPasswordResetService(deps);
+  const refreshesInFlight = createRefreshesInFlight();
 
   /**
    * Ends the session a verified token names in the database, as the auth
@@ -144,16 +146,26 @@ export function createAuthService(deps: AuthServiceDeps) {
       };
     },
 
-    async refresh(ip: string, refreshToken: string, log: FastifyBaseLogger) {
-      const { data, error } = await withinDeadline(
-        supabase.forRequest(ip).auth.refreshSession({ refresh_token: refreshToken }),
-        supabase.timeoutMs,
-      );
-      if (error || !data.session) {
-        if ((error as AuthFailure | null)?.code === 'refresh_token_already_used') await endSessionOfReusedToken(refreshToken, log);
-        fail(error, unauthorized('Invalid or expired refresh token'));
-      }
-      return toSession(data.session);
+    /**
+     * A new session for `refreshToken`. Refreshes of one token at once share
+     * one call here, and one that lost the race at the auth server (`conflict`,
+     * another instance's refresh holding the session) is tried again: the
+     * token is good, and a 401 would sign its user out (refresh-races.ts).
+     */
+    refresh(ip: string, refreshToken: string, log: FastifyBaseLogger) {
+      return refreshesInFlight.share(refreshToken, async () => {
+        const { data, error } = await retryingConflicts(
+          () => supabase.forRequest(ip).auth.refreshSession({ refresh_token: refreshToken }),
+          supabase.timeoutMs,
+        );
+        if (error || !data.session) {
+          if ((error as AuthFailure | null)?.code === 'refresh_token_already_used') await endSessionOfReusedToken(refreshToken, log);
+          // Still racing when the tries ran out: busy, not refused; 503 has the client try again (Retry-After).
+          if (isRefreshConflict(error)) throw withCause(authUnavailable(), error);
+          fail(error, unauthorized('Invalid or expired refresh token'));
+        }
+        return toSession(data.session);
+      });
     },
 
     /**
@@ -218,8 +230,8 @@ export function createAuthService(deps: AuthServiceDeps) {
           // The caller's own token, refused by the auth server: in the 5 s past
           // its expiry that the API still takes (the auth server allows none),
           // or its session just ended. A 401 has the front end refresh and retry.
-          bad_jwt: unauthorized(),
-          session_not_found: unauthorized(),
+          bad_jwt: withBearerChallenge(unauthorized(), 'expired'),
+          session_not_found: withBearerChallenge(unauthorized(), 'invalid'),
           identity_already_exists: conflict('Identity is already linked to an account'),
           provider_disabled: badRequest('Unsupported provider'),
           oauth_provider_not_supported: badRequest('Unsupported provider'),
