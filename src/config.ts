@@ -152,6 +152,9 @@ export const SettingsSchema = z.object({
   FEEDBACK_OUTBOX_RETRY_BASE_MS: milliseconds(30_000),
   FEEDBACK_OUTBOX_RETRY_MAX_MS: milliseconds(3_600_000),
   FEEDBACK_OUTBOX_MAX_ATTEMPTS: positiveInt(20),
+  // Submissions with a screenshot (bodies over 64 KiB) handled at once per
+  // process; others wait up to 3 s, then 503 (modules/feedback/screenshot-slots.ts).
+  FEEDBACK_SCREENSHOTS_AT_ONCE: positiveInt(2),
 
   // Analytics (docs/analytics.md): the secret the daily visitor-hash salt is
   // derived from (required in production), and the ingestion group commit.

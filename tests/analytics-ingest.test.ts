@@ -61,7 +61,8 @@ describe('recording events', () => {
       website_id: site.id,
       event_type: 'page_view',
       page: '/home',
-      referrer: 'https://www.Google.com/search?q=x',
+      // Origin and path only (the query is the visitor's search).
+      referrer: 'https://www.google.com/search',
       referrer_host: 'google.com',
       device_type: 'mobile',
       user_id: null,
@@ -70,6 +71,31 @@ describe('recording events', () => {
     expect(row.created_at.toISOString()).toBe(body.data.timestamp);
     expect(row.visitor_id).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(JSON.stringify(row)).not.toContain('203.0.113.99');
+  });
+
+  it('the referrer is stored as its origin and path: no userinfo, query or fragment; its host as before', async () => {
+    const stored = async (referrer: string) => {
+      const response = await post(event(site.id, { referrer }));
+      expect(response.statusCode, response.body).toBe(201);
+      const [row] = await sql`select referrer, referrer_host from public.analytics_events where id = ${response.json().data.id}`;
+      return row;
+    };
+    expect(await stored('https://mail.example/inbox/?to=jane.doe%40example.com#message-7')).toEqual({
+      referrer: 'https://mail.example/inbox/',
+      referrer_host: 'mail.example',
+    });
+    expect(await stored('https://jane:secret@WWW.Forum.example:8443/t/42?session=abc')).toEqual({
+      referrer: 'https://www.forum.example:8443/t/42',
+      referrer_host: 'forum.example',
+    });
+    expect(await stored('android-app://com.google.android.gm/')).toEqual({ referrer: 'android-app://com.google.android.gm/', referrer_host: 'com.google.android.gm' });
+    // No host to keep: nothing stored, as referrer_host has none.
+    expect(await stored('mailto:jane.doe@example.com')).toEqual({ referrer: null, referrer_host: null });
+    expect(await stored('not a url, jane.doe@example.com')).toEqual({ referrer: null, referrer_host: null });
+    // A path the parser percent-encodes past the column's 2048 characters is cut, not refused.
+    const long = await stored(`https://x.example/${'‹'.repeat(2000)}`);
+    expect(long.referrer).toHaveLength(2048);
+    expect(long.referrer.startsWith('https://x.example/%E2%80%B9')).toBe(true);
   });
 
   it('an optional field sent as null (referrer, userId, metadata) is not given, as front ends send `document.referrer || null`', async () => {

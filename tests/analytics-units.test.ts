@@ -1,7 +1,7 @@
 import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { addDays, daysInRange, isCalendarDay } from '../src/modules/analytics/dates.ts';
-import { createVisitorIds, describeUserAgent, referrerHost } from '../src/modules/analytics/enrich.ts';
+import { createVisitorIds, describeUserAgent, referrerHost, storedReferrer } from '../src/modules/analytics/enrich.ts';
 import { createGroupCommit, EARLY_BATCH_ROWS, QueueFullError, QueueTimeoutError } from '../src/modules/analytics/group-commit.ts';
 import { uuidv7 } from '../src/modules/analytics/ids.ts';
 
@@ -181,6 +181,21 @@ describe('facts derived from a request', () => {
     [undefined, null],
   ])('referrer %s → host %s', (referrer, host) => {
     expect(referrerHost(referrer)).toBe(host);
+  });
+
+  it.each([
+    ['https://www.Google.com/search?q=jane+doe', 'https://www.google.com/search'],
+    ['https://user:pass@news.example.org/item#comments', 'https://news.example.org/item'],
+    ['http://www2.example.org', 'http://www2.example.org/'],
+    ['https://shop.example:8443/a%20b/c?x=1', 'https://shop.example:8443/a%20b/c'],
+    ['android-app://com.slack/', 'android-app://com.slack/'],
+    ['mailto:jane@example.com', null],
+    ['file:///Users/jane/page.html', null],
+    ['not a url', null],
+    ['', null],
+    [undefined, null],
+  ])('referrer %s stored as %s', (referrer, stored) => {
+    expect(storedReferrer(referrer)).toBe(stored);
   });
 
   it('user agents: bots, devices', () => {

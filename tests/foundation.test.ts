@@ -32,7 +32,7 @@ describe('app foundation', () => {
     for (const [method, url, allow] of [
       ['GET', '/api/auth/signin?x=1', 'POST'],
       ['DELETE', '/api/auth/me', 'GET, HEAD'],
-      ['PATCH', '/api/feedback/0b1c2d3e-0000-4000-8000-000000000000/', 'GET, HEAD, PUT'],
+      ['PATCH', '/api/feedback/0b1c2d3e-0000-4000-8000-000000000000/', 'GET, HEAD, PUT, DELETE'],
       ['PROPFIND', '/health', 'GET, HEAD'],
       // Paths written out whole for one method that another method's parametric route would take
       // (GET /api/feedback/:id, PUT /api/users/:id): 405 before its token check, not 401 or 400.

@@ -79,6 +79,18 @@ export class NotConfiguredError extends AppError {
  * deploy, so the error handler logs it as a refusal (warn, no stack), not as a
  * failure an alert should wake someone for.
  */
+/**
+ * 503 for a request turned away because the server is busy with others of
+ * its kind for a moment (too many large submissions at once): a refusal the
+ * client retries after Retry-After, not a failure of the server.
+ */
+export class BusyError extends AppError {
+  constructor(message: string, reason: string) {
+    super(503, message);
+    this.reason = reason;
+  }
+}
+
 export class ShuttingDownError extends AppError {
   constructor(message: string) {
     super(503, message);

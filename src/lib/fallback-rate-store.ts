@@ -18,16 +18,16 @@ type Callback = Parameters<Store['incr']>[1];
 type RouteOptions = Parameters<Store['child']>[0];
 type Count = { current: number; ttl: number };
 
-// The library's own stores (CommonJS, untyped): the same counting, in Redis and in memory.
+// The library's Redis store (CommonJS, untyped), and the interface of our in-memory one (LocalCounts).
 interface LibraryRedisStore extends Store {
   /** The prefix of its keys in Redis. */
   readonly key: string;
   child(routeOptions: RouteOptions): LibraryRedisStore;
 }
-interface LibraryLocalStore extends Store {
+interface InProcessStore extends Store {
   /** A key's count without counting (synchronous). */
   read(key: string, callback: (error: Error | null, count: Count) => void, timeWindow: number, max: number): void;
-  child(routeOptions: RouteOptions): LibraryLocalStore;
+  child(routeOptions: RouteOptions): InProcessStore;
 }
 const require = createRequire(import.meta.url);
 const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as new (
@@ -36,7 +36,6 @@ const RedisStore = require('@fastify/rate-limit/store/RedisStore.js') as new (
   redis: Redis,
   nameSpace: string,
 ) => LibraryRedisStore;
-const LocalStore = require('@fastify/rate-limit/store/LocalStore.js') as new (continueExceeding: boolean, exponentialBackoff: boolean) => LibraryLocalStore;
 
 // Adds this request and the hits Redis missed, raises the count to what this
 // instance counted in its window (an empty, restarted Redis), and gives a key
@@ -70,12 +69,13 @@ type Carry = { missed: number; floor: number; ttl: number };
 
 class FallbackStore implements Store {
   private readonly remote: LibraryRedisStore;
-  private readonly local: LibraryLocalStore;
+  private readonly local: InProcessStore;
   private readonly options: FallbackOptions;
-  // As many keys as the local store keeps: a key it no longer has has nothing to carry.
+  // Bounded apart from the local counts: a key forgotten here carries its local count (the floor)
+  // but not the hits Redis missed, which that floor covers unless Redis had counted more.
   private readonly syncs = new LRUCache<string, KeySync>({ max: 5_000 });
 
-  constructor(remote: LibraryRedisStore, local: LibraryLocalStore, options: FallbackOptions) {
+  constructor(remote: LibraryRedisStore, local: InProcessStore, options: FallbackOptions) {
     this.remote = remote;
     this.local = local;
     this.options = options;
@@ -173,12 +173,99 @@ class FallbackStore implements Store {
 /** A counter of requests per key and time window: @fastify/rate-limit's store interface. */
 export type RateStore = Store;
 
-/** Counts in this process only (the library's in-memory store: an LRU of 5,000 keys). */
-export function localRateStore(): RateStore {
-  return new LocalStore(false, false);
+/**
+ * How many clients one budget counts at once in this process; past it, new
+ * clients share one overflow budget (LocalCounts). A key costs about 250
+ * bytes of heap (measured on Node 24 with keys as clientNetworkOf writes
+ * them), so a full budget holds about 12 MB.
+ */
+export const LOCAL_MAX_KEYS = 50_000;
+
+type Window = { current: number; endsAt: number };
+
+/**
+ * Counts in this process, as the library's LocalStore does, with one
+ * difference: a client's count is kept until its window ends, never dropped
+ * to make room. The library's store is an LRU of 5,000 keys, and a client
+ * who had spent its budget was given a new one after 5,000 other clients
+ * (one /64 each: a /51) had asked. Dropping only keys under their budget
+ * would not do either: a client holding one key more than the store, and
+ * stopping one short of each budget, would start over on every key. So when the keys reach `maxKeys`, windows that have ended are dropped,
+ * and if none has, a new client is counted in one overflow budget shared by
+ * every new client until a window ends: the limits stay closed (new clients
+ * may be refused meanwhile), and memory stays bounded.
+ */
+class LocalCounts implements InProcessStore {
+  // In the order each window began: with one window length per store (each budget's), the first to end come first.
+  private readonly windows = new Map<string, Window>();
+  private overflow: Window | undefined;
+  /** No window kept ends before this (a full sweep found none to drop): no sweep is tried until then. */
+  private noneEndsBefore = 0;
+
+  private readonly maxKeys: number;
+
+  constructor(maxKeys: number) {
+    this.maxKeys = maxKeys;
+  }
+
+  incr(key: string, callback: Callback, timeWindow: number): void {
+    const now = Date.now();
+    let window = this.windows.get(key);
+    if (window && window.endsAt <= now) {
+      this.windows.delete(key);
+      window = undefined;
+    }
+    if (window) {
+      window.current += 1;
+    } else {
+      this.dropEnded(now);
+      if (this.windows.size >= this.maxKeys) {
+        if (!this.overflow || this.overflow.endsAt <= now) this.overflow = { current: 0, endsAt: now + timeWindow };
+        window = this.overflow;
+        window.current += 1;
+      } else {
+        window = { current: 1, endsAt: now + timeWindow };
+        this.windows.set(key, window);
+      }
+    }
+    callback(null, { current: window.current, ttl: window.endsAt - now });
+  }
+
+  read(key: string, callback: (error: Error | null, count: Count) => void): void {
+    const now = Date.now();
+    const window = this.windows.get(key);
+    if (!window || window.endsAt <= now) callback(null, { current: 0, ttl: 0 });
+    else callback(null, { current: window.current, ttl: window.endsAt - now });
+  }
+
+  child(): InProcessStore {
+    return new LocalCounts(this.maxKeys);
+  }
+
+  private dropEnded(now: number): void {
+    // The front holds the oldest windows: a step or two a new key.
+    for (const [key, window] of this.windows) {
+      if (window.endsAt > now) break;
+      this.windows.delete(key);
+    }
+    if (this.windows.size < this.maxKeys || now < this.noneEndsBefore) return;
+    // Full, and the front has not ended: windows of another length may have, behind it. One
+    // pass, then none until the earliest end it saw, so a full store costs no pass a request.
+    let earliest = Number.POSITIVE_INFINITY;
+    for (const [key, window] of this.windows) {
+      if (window.endsAt <= now) this.windows.delete(key);
+      else earliest = Math.min(earliest, window.endsAt);
+    }
+    this.noneEndsBefore = this.windows.size >= this.maxKeys ? earliest : 0;
+  }
+}
+
+/** Counts in this process only, keeping each client's count until its window ends (at most `maxKeys` clients, then one shared overflow budget). */
+export function localRateStore({ maxKeys = LOCAL_MAX_KEYS }: { maxKeys?: number } = {}): RateStore {
+  return new LocalCounts(maxKeys);
 }
 
 /** Counts in Redis while it answers within the deadline, in this process meanwhile. */
 export function redisRateStore(options: FallbackOptions): RateStore {
-  return new FallbackStore(new RedisStore(false, false, options.redis, options.nameSpace), new LocalStore(false, false), options);
+  return new FallbackStore(new RedisStore(false, false, options.redis, options.nameSpace), new LocalCounts(LOCAL_MAX_KEYS), options);
 }

@@ -5,6 +5,20 @@ import { z } from 'zod';
 // response, list pagination.
 
 /**
+ * A JSON body that is not an object (`[]`, `"x"`, `3`) was refused with zod's
+ * own `Invalid input: expected object, received array`, where every other
+ * message reads `<Field> must be …`. Such an issue is the only one with no path
+ * that expects an object (a query, path or headers always reach the check
+ * as one): the whole body is wrong, and the details file it under `body`.
+ * Process-wide, and only where a schema gives no message of its own.
+ */
+export const BODY_NOT_AN_OBJECT = 'Request body must be a JSON object';
+z.config({
+  customError: (issue) =>
+    issue.code === 'invalid_type' && issue.expected === 'object' && (issue.path ?? []).length === 0 ? BODY_NOT_AN_OBJECT : undefined,
+});
+
+/**
  * A string field whose every refusal names it: absence, wrong type, and the
  * length checks chained on it without a message of their own (the schema's
  * message would otherwise stand for all of them: an empty token was

@@ -6,6 +6,7 @@ import FindMyWay from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import {
   AppError,
+  BusyError,
   type FieldErrors,
   fromPostgresError,
   NotConfiguredError,
@@ -120,8 +121,9 @@ function logRefusal(request: FastifyRequest, statusCode: number, error: string, 
 export async function errorHandler(error: FastifyError | Error, request: FastifyRequest, reply: FastifyReply) {
   const { statusCode, message, details } = describe(error);
   if (!request.raw.complete) dropRestOfBody(request, reply);
-  // A shutdown's 503 comes with every deploy, a part left unconfigured's with every call: refusals, not failures.
-  const expected = error instanceof ShuttingDownError || error instanceof NotConfiguredError;
+  // A shutdown's 503 comes with every deploy, a part left unconfigured's with every call, a busy
+  // moment's with a burst of large submissions: refusals, not failures.
+  const expected = error instanceof ShuttingDownError || error instanceof NotConfiguredError || error instanceof BusyError;
   if (statusCode >= 500 && !expected) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
   else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, whoAskedWhat(request));
   else logRefusal(request, statusCode, message, error instanceof AppError && error.reason ? { reason: error.reason } : undefined);

@@ -4,6 +4,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { contractOf } from '../lib/documented-as.ts';
+import { compressDocsAssets } from './docs-assets.ts';
 import type { z } from 'zod';
 
 // The OpenAPI document is generated from the same zod schemas that validate
@@ -17,9 +18,15 @@ interface OpenApiResponse {
   content?: object;
 }
 
+/** One operation, as far as the additions here read it. */
+interface OpenApiOperation {
+  security?: Record<string, string[]>[];
+  responses?: Record<string, OpenApiResponse>;
+}
+
 interface OpenApiDocument {
   components?: { schemas?: Record<string, unknown> };
-  paths?: Record<string, Record<string, { responses?: Record<string, OpenApiResponse> }>>;
+  paths?: Record<string, Record<string, OpenApiOperation>>;
 }
 
 /** Every failure's body (SPEC section 7, plugins/errors.ts): one schema, for generated clients. */
@@ -47,6 +54,15 @@ const ERROR_RESPONSE = {
 
 /** The header of every 429, beside `retryAfter` in its body. */
 const RETRY_AFTER = { description: 'On 429: seconds until the budget resets (the same as `retryAfter`)', schema: { type: 'integer', minimum: 1 } } as const;
+
+/** The header of a 401 from the Bearer token check (plugins/auth.ts): refresh, or sign in again. */
+const WWW_AUTHENTICATE = {
+  description:
+    'On a 401 of the Bearer token check (RFC 6750), which the body does not tell apart: ' +
+    '`Bearer error="invalid_token", error_description="The access token expired"` when POST /api/auth/refresh and a retry will do; ' +
+    '`Bearer error="invalid_token"` with another description when the token is refused for good (sign in again); `Bearer` alone when none came',
+  schema: { type: 'string' },
+} as const;
 
 /** The header of every 503: when to ask again. */
 const RETRY_AFTER_UNAVAILABLE = { description: 'On 503: seconds to wait before asking again', schema: { type: 'integer', minimum: 1 } } as const;
@@ -98,6 +114,12 @@ const transform: typeof jsonSchemaTransform = (input) => {
 
 const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
 
+/** What a success means where its route's response schema gives no description of its own. */
+const SUCCESS_MEANINGS: Record<string, string> = {
+  200: 'Done: `success: true`, with what the summary names',
+  201: 'Created: `success: true`, with what was stored',
+};
+
 /** What each refusal means, whichever route gives it; the body (ErrorResponse) says which case it is. */
 const ERROR_MEANINGS: Record<number, string> = {
   400: 'Invalid request: `Validation failed` with `details` per field, or a message of its own (malformed JSON, a refusal the route names)',
@@ -127,6 +149,7 @@ const ROUTE_ERRORS: Record<string, number[]> = {
   'GET /api/get-feedback': [400, ...ADMIN, 429, 503],
   'GET /api/feedback/{id}': [400, ...ADMIN, 404, 429, 503],
   'PUT /api/feedback/{id}': [...BODY, ...ADMIN, 404, 429, 503],
+  'DELETE /api/feedback/{id}': [...BODY, ...ADMIN, 404, 429, 503],
   'GET /api/feedback/{id}/screenshot': [400, ...ADMIN, 404, 429, 503],
   'GET /api/feedback/export': [400, ...ADMIN, 429, 503],
   'POST /api/auth/signup': [...BODY, 409, 429, 503],
@@ -166,6 +189,19 @@ const ROUTE_ERRORS: Record<string, number[]> = {
   'GET /api/analytics/date-range/export': [400, ...ADMIN, 404, 429, 503],
 };
 
+/**
+ * The operations that take no credentials, written `security: []` so that a
+ * linter and a generated client know them as public rather than unspecified.
+ * Every other operation names its scheme (`security` in its route's schema);
+ * tests/openapi-consumer.test.ts fails for one that does neither. The API key
+ * in the path of `/api/websites/api-key/{apiKey}` is no scheme of the document.
+ */
+const PUBLIC_OPERATIONS = new Set([
+  ...['GET /health', 'GET /script.js', 'POST /api/feedback', 'POST /api/feedback/submit-feedback', 'POST /api/analytics'],
+  ...['signup', 'signin', 'refresh', 'reset-password', 'update-password'].map((route) => `POST /api/auth/${route}`),
+  'GET /api/websites/api-key/{apiKey}',
+]);
+
 /** The refusals `method path` answers, as listed above; exported for tests/openapi-precision.test.ts. */
 export const errorStatusesOf = (method: string, path: string): number[] | undefined => ROUTE_ERRORS[`${method.toUpperCase()} ${path}`];
 
@@ -186,31 +222,44 @@ function withErrorResponses(document: OpenApiDocument): OpenApiDocument {
   const answer = (description: string) => ({ description, content: { 'application/json': { schema: reference } } });
   // Every budget's 429 carries it (plugins/errors.ts), the auth server's passed on too: clients that back off read it.
   // Every 503 carries Retry-After (plugins/errors.ts and the health routes' own).
-  const refusal = (status: number) => {
+  const refusal = (status: number, bearer: boolean) => {
     const described = answer(ERROR_MEANINGS[status]);
+    if (status === 401 && bearer) return { ...described, headers: { 'WWW-Authenticate': WWW_AUTHENTICATE } };
     if (status === 429) return { ...described, headers: { 'Retry-After': RETRY_AFTER } };
     return status === 503 ? { ...described, headers: { 'Retry-After': RETRY_AFTER_UNAVAILABLE } } : described;
   };
   const withRetryAfterOn503 = (responses: Record<string, OpenApiResponse>) =>
     responses['503'] ? { ...responses, 503: { ...responses['503'], headers: { ...responses['503'].headers, 'Retry-After': RETRY_AFTER_UNAVAILABLE } } } : responses;
+  // @fastify/swagger's name for a response whose schema has no description: a success says what it is instead.
+  const withSuccessDescribed = (responses: Record<string, OpenApiResponse>) =>
+    Object.fromEntries(
+      Object.entries(responses).map(([status, response]) =>
+        response.description === 'Default Response' && SUCCESS_MEANINGS[status] ? [status, { ...response, description: SUCCESS_MEANINGS[status] }] : [status, response],
+      ),
+    );
   const otherRefusals = answer('Refused before any route is reached: 400 `Malformed URL`, 414 `URI too long`, and the like');
   const failed = answer('Failed unexpectedly: `requestId` names it');
   const unlisted = {
     '4XX': { ...answer('Refused: the statuses of this operation are not listed'), headers: { 'Retry-After': RETRY_AFTER } },
     '5XX': { ...failed, headers: { 'Retry-After': RETRY_AFTER_UNAVAILABLE } },
   };
-  const responsesOf = (method: string, path: string, declared: Record<string, OpenApiResponse> = {}) => {
+  const responsesOf = (method: string, path: string, { responses: declared = {}, security = [] }: OpenApiOperation) => {
     const statuses = errorStatusesOf(method, path);
     if (!statuses) return withRetryAfterOn503({ ...declared, ...unlisted });
-    const refusals = Object.fromEntries(statuses.filter((status) => !(status in declared)).map((status) => [status, refusal(status)]));
+    const bearer = security.some((scheme) => 'bearer' in scheme);
+    const refusals = Object.fromEntries(statuses.filter((status) => !(status in declared)).map((status) => [status, refusal(status, bearer)]));
     return withRetryAfterOn503({ ...declared, ...refusals, '4XX': otherRefusals, '5XX': failed });
+  };
+  const documentedOperation = (method: string, path: string, operation: OpenApiOperation) => {
+    const isPublic = !operation.security && PUBLIC_OPERATIONS.has(`${method.toUpperCase()} ${path}`);
+    return { ...operation, ...(isPublic ? { security: [] } : {}), responses: withSuccessDescribed(responsesOf(method, path, operation)) };
   };
   const paths = Object.fromEntries(
     Object.entries(document.paths ?? {}).map(([path, operations]) => [
       path,
       Object.fromEntries(
         // A path item also holds `parameters`, `summary` and the like: only its operations get answers.
-        Object.entries(operations).map(([key, value]) => [key, HTTP_METHODS.has(key) ? { ...value, responses: responsesOf(key, path, value.responses) } : value]),
+        Object.entries(operations).map(([key, value]) => [key, HTTP_METHODS.has(key) ? documentedOperation(key, path, value) : value]),
       ),
     ]),
   );
@@ -260,10 +309,14 @@ function docsPageCsp(header: string, { production }: { production: boolean }): s
 
 /** The /docs explorer: an HTML page, so app.ts registers it in the pages' scope. */
 export async function docsPage(pages: FastifyInstance, { production }: { production: boolean }) {
-  await pages.register(swaggerUi, {
-    routePrefix: '/docs',
-    staticCSP: true,
-    transformStaticCSP: (header) => docsPageCsp(header, { production }),
-    uiConfig: { deepLinking: true },
+  // In a scope of its own, so the compressing hook (plugins/docs-assets.ts) sees the explorer's routes alone.
+  await pages.register(async function docs(scope) {
+    await compressDocsAssets(scope);
+    await scope.register(swaggerUi, {
+      routePrefix: '/docs',
+      staticCSP: true,
+      transformStaticCSP: (header) => docsPageCsp(header, { production }),
+      uiConfig: { deepLinking: true },
+    });
   });
 }

@@ -17,7 +17,14 @@ const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = 
 
   app.get(
     '/health',
-    { schema: { tags, security, summary: 'System, database, auth and e-mail status', response: { 200: HealthResponseSchema, 503: HealthFailureSchema } } },
+    {
+      schema: {
+        tags,
+        security,
+        summary: 'System, database, auth and e-mail status (admin)',
+        response: { 200: HealthResponseSchema.describe('Every dependency answers: the report'), 503: HealthFailureSchema },
+      },
+    },
     async function reportHealth(request, reply) {
       const report = await health.checkHealth();
       if (report.status === 'ok') return { success: true as const, data: report };
@@ -31,7 +38,7 @@ const adminRoutes: FastifyPluginAsyncZod<{ config: Config; version: string }> = 
 
   app.get(
     '/metrics',
-    { schema: { tags, security, summary: 'Request and process metrics since start', response: { 200: MetricsResponseSchema } } },
+    { schema: { tags, security, summary: 'Request and process metrics since start (admin)', response: { 200: MetricsResponseSchema.describe('The metrics') } } },
     async function reportMetrics() {
       return { success: true as const, data: await app.metrics.snapshot() };
     },

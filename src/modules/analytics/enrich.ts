@@ -4,8 +4,8 @@ import { UAParser } from 'ua-parser-js';
 import { utcDay } from './dates.ts';
 
 // What ingestion derives from a request before storing an event: bot or not,
-// device type, referrer host and the visitor id. The IP address is used for
-// the visitor hash only and never stored.
+// device type, the referrer as stored and its host, and the visitor id. The
+// IP address is used for the visitor hash only and never stored.
 
 export type DeviceType = 'desktop' | 'mobile' | 'tablet';
 
@@ -61,6 +61,31 @@ export function referrerHost(referrer: string | null | undefined): string | null
   } catch {
     return null;
   }
+}
+
+/** The most the table's referrer column holds. */
+const MAX_STORED_REFERRER = 2048;
+
+/**
+ * The referrer as stored: scheme, host (and port) and path, nothing else.
+ * A query or fragment can carry whatever the referring page put there (an
+ * address, a search, a token: `https://mail.example/?to=<address>` was stored
+ * whole), and userinfo is credentials; the path alone says where a visit came
+ * from, as the tracker's `page` is a path too. null when absent, not a URL, or
+ * a URL without a host (mailto:, file:), whose referrer_host is null as well.
+ * Cut at the column's length: the parser percent-encodes the path, which can
+ * lengthen a referrer the route took at its limit (the result is ASCII).
+ */
+export function storedReferrer(referrer: string | null | undefined): string | null {
+  if (!referrer) return null;
+  let url: URL;
+  try {
+    url = new URL(referrer);
+  } catch {
+    return null;
+  }
+  if (url.host === '') return null;
+  return `${url.protocol}//${url.host}${url.pathname}`.slice(0, MAX_STORED_REFERRER);
 }
 
 /**

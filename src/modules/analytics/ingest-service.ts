@@ -3,15 +3,16 @@ import { badRequest } from '../../lib/errors.ts';
 import { isUuidText } from '../../lib/schemas.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { readCampaign } from './campaign.ts';
-import { createVisitorIds, describeUserAgent, referrerHost } from './enrich.ts';
+import { createVisitorIds, describeUserAgent, referrerHost, storedReferrer } from './enrich.ts';
 import type { CountryLookup } from './geo.ts';
 import { uuidv7 } from './ids.ts';
 import type { RecordEventBody } from './schemas.ts';
 import { websiteNotFound } from './service.ts';
 
 // Ingestion (POST /api/analytics): an event is enriched (device, referrer
-// host, campaign, country, visitor hash) and stored through the group
-// commit. The client's IP goes no further than the country and the hash.
+// cut to its origin and path, its host, campaign, country, visitor hash) and
+// stored through the group commit. The client's IP goes no further than the
+// country and the hash.
 
 export type RecordResult = { kind: 'bot' } | { kind: 'stored'; id: string; timestamp: string };
 
@@ -47,7 +48,7 @@ export function createIngestService({
         websiteId,
         eventType: body.eventType,
         page,
-        referrer: body.referrer || null,
+        referrer: storedReferrer(body.referrer),
         referrerHost: referrerHost(body.referrer),
         userAgent: body.userAgent,
         deviceType: agent.device,

@@ -93,7 +93,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
           'text/plain, which needs no CORS preflight. 202 for an event from a bot, which is not stored.',
         consumes: ['application/json', 'text/plain'],
         body: RecordEventBodySchema,
-        response: { 201: RecordedEventResponseSchema, 202: IgnoredEventResponseSchema },
+        response: { 201: RecordedEventResponseSchema.describe('Stored'), 202: IgnoredEventResponseSchema.describe('From a bot: not stored') },
       },
     },
     async function recordEvent(request, reply) {

@@ -146,27 +146,54 @@ export interface DayRange {
 
 const count = z.number().int().nonnegative();
 
+// Units and what each count counts, in the document (docs/analytics.md, "Metric
+// definitions"): the SPEC leaves avgSessionDuration's unit out, and `count`,
+// `visitors` and `views` count different things.
+
 /** Unique visitors from one country (ISO 3166-1 alpha-2). */
-export const CountryCountSchema = z.object({ country: z.string().length(2), visitors: count });
+export const CountryCountSchema = z.object({
+  country: z.string().length(2),
+  visitors: count.describe('Distinct visitors with an event from this country; a visitor seen from two countries counts for both'),
+});
 /** Unique visitors who arrived with one value of a utm_* tag. */
-export const TagCountSchema = z.object({ value: z.string(), visitors: count });
+export const TagCountSchema = z.object({ value: z.string(), visitors: count.describe('Distinct visitors with an event carrying this value') });
 
 export const AnalyticsSummarySchema = z.object({
-  pageViews: count,
-  uniqueVisitors: count,
-  sessions: count,
-  avgSessionDuration: count,
-  bounceRate: z.number().min(0).max(1),
-  topPages: z.array(z.object({ page: z.string(), views: count })),
-  referrers: z.array(z.object({ source: z.string(), count })),
-  devices: z.array(z.object({ type: z.enum(['desktop', 'mobile', 'tablet']), count })),
-  avgLoadTime: z.number().nullable(),
-  countries: z.array(CountryCountSchema),
-  campaigns: z.object({
-    utmSource: z.array(TagCountSchema),
-    utmMedium: z.array(TagCountSchema),
-    utmCampaign: z.array(TagCountSchema),
-  }),
+  pageViews: count.describe('`page_view` events'),
+  uniqueVisitors: count.describe('Distinct visitors (a signed-in user once; an anonymous visitor once per UTC day)'),
+  sessions: count.describe('Distinct `sessionId`s'),
+  avgSessionDuration: count.describe('Seconds, rounded to a whole number: the mean over sessions of the time from their first event to their last in the range; a one-event session counts 0'),
+  bounceRate: z
+    .number()
+    .min(0)
+    .max(1)
+    .describe('A fraction from 0 to 1 (not a percentage), to 4 decimals: sessions with exactly one event in the range, a `page_view`, over all sessions; 0 without sessions'),
+  topPages: z
+    .array(z.object({ page: z.string(), views: count.describe('`page_view` events of this page') }))
+    .describe('At most 10, most views first'),
+  referrers: z
+    .array(
+      z.object({
+        source: z.string().describe("The referrer's host"),
+        count: count.describe('Events of any type (a page view, a click) carrying this referrer, not visitors or sessions'),
+      }),
+    )
+    .describe('At most 10, highest count first; events without a referrer are left out'),
+  devices: z
+    .array(z.object({ type: z.enum(['desktop', 'mobile', 'tablet']), count: count.describe('Distinct sessions seen on this device type') }))
+    .describe('Types with no session are left out'),
+  avgLoadTime: z
+    .number()
+    .nullable()
+    .describe('Milliseconds, to 2 decimals: the mean of `metadata.loadTime` over the events that carry it as a number; null when none does'),
+  countries: z.array(CountryCountSchema).describe('At most 10, most visitors first'),
+  campaigns: z
+    .object({
+      utmSource: z.array(TagCountSchema),
+      utmMedium: z.array(TagCountSchema),
+      utmCampaign: z.array(TagCountSchema),
+    })
+    .describe('For each utm_* tag, at most 10 values, most visitors first'),
 });
 export type AnalyticsSummary = z.infer<typeof AnalyticsSummarySchema>;
 

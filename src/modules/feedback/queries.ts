@@ -25,6 +25,8 @@ export interface NewFeedbackRow {
 export interface FeedbackFilter {
   status?: FeedbackStatus;
   websiteId?: string;
+  /** The sender's address, HTML-escaped as the stored one is; compared in any case. */
+  email?: string;
 }
 
 /** By creation time, id breaking ties so pages never overlap; each direction is a statement (and plan) of its own. */
@@ -104,6 +106,12 @@ function filterSql(filter: FeedbackFilter): { where: string; values: string[] } 
     values.push(filter.websiteId);
     where += ` and website_id = $${values.length}::uuid`;
   }
+  if (filter.email !== undefined) {
+    // The stored column's own folding, so both sides are lowered alike
+    // (20261129210201_find_feedback_by_sender_email.sql).
+    values.push(filter.email);
+    where += ` and email_lowercase = lower($${values.length})`;
+  }
   return { where, values };
 }
 
@@ -111,10 +119,17 @@ function filterSql(filter: FeedbackFilter): { where: string; values: string[] } 
  * How many rows match, summed from the counts and the changes not yet folded
  * into them (both kept by triggers in the transaction of every change) rather
  * than counted: a handful of rows however large the table grows. Row-level
- * security gives them the same readers as the feedback itself.
+ * security gives them the same readers as the feedback itself. Filtered by
+ * sender, the rows themselves are counted.
  */
 export async function countFeedback(tx: Tx, filter: FeedbackFilter): Promise<number> {
   const { where, values } = filterSql(filter);
+  if (filter.email !== undefined) {
+    // The counts are kept per status and website, not per sender; one
+    // sender's rows are few, counted from the address's index.
+    const [counted] = await fixedStatement<{ total: number }[]>(tx, `select count(*)::int as total from public.feedback ${where}`, values);
+    return counted.total;
+  }
   const [row] = await fixedStatement<{ total: number }[]>(
     tx,
     `select coalesce(sum(how_many), 0)::int as total

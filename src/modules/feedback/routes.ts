@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../config.ts';
 import { callerOf } from '../../plugins/auth.ts';
+import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { noStore } from '../../plugins/security.ts';
 import { createCaptchaVerifier } from './captcha.ts';
 import {
+  DeleteFeedbackResponseSchema,
   FeedbackIdParamsSchema,
   FeedbackItemResponseSchema,
   CsvResponseSchema,
@@ -18,11 +20,12 @@ import {
   UpdateFeedbackResponseSchema,
 } from './schemas.ts';
 import { MAX_SCREENSHOT_CHARS, SCREENSHOT_TYPES } from './screenshot.ts';
+import { createScreenshotSlots } from './screenshot-slots.ts';
 import { createFeedbackService, FEEDBACK_CSV_COLUMNS } from './service.ts';
 import { csvStream, sendCsv } from '../../lib/csv.ts';
 
 // SPEC section 4, feedback routes: public submission (and its legacy path),
-// admin list (and its alias), one item, and admin triage.
+// admin list (and its alias), one item, admin triage, and deletion.
 
 /** Room for a 5 MiB screenshot as base64 plus the other fields; the global limit stays small. */
 export const SUBMIT_BODY_LIMIT = MAX_SCREENSHOT_CHARS + 256 * 1024;
@@ -34,10 +37,16 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     captcha: createCaptchaVerifier(config),
     onSubmitted: () => app.feedbackOutbox.wake(),
   });
+  // A submission's 7 MB body is parsed and stored only in one of a few slots,
+  // so a burst of them cannot take the whole pool (screenshot-slots.ts).
+  const screenshotSlots = createScreenshotSlots(config.FEEDBACK_SCREENSHOTS_AT_ONCE);
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, screenshotSlots.parser(jsonBodyParser(app)));
 
   const submit = {
     ...inRateLimitGroup(app, 'feedback'),
     bodyLimit: SUBMIT_BODY_LIMIT,
+    onRequest: screenshotSlots.watch,
     schema: {
       tags: ['feedback'],
       summary: 'Submit feedback (public)',
@@ -155,6 +164,26 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     async function triageFeedback(request) {
       const data = await feedback.triageFeedback(callerOf(request), request.params.id, request.body);
       return { success: true as const, message: 'Feedback updated successfully', data };
+    },
+  );
+
+  // Not in the SPEC: how an admin carries out a sender's erasure request
+  // (docs/feedback.md, "Erasure requests").
+  app.delete(
+    '/api/feedback/:id',
+    {
+      onRequest: app.requireRole('admin'),
+      schema: {
+        tags: ['feedback'],
+        summary: 'Delete feedback, its screenshot and its pending notification (admin)',
+        security: [{ bearer: [] }],
+        params: FeedbackIdParamsSchema,
+        response: { 200: DeleteFeedbackResponseSchema },
+      },
+    },
+    async function deleteFeedback(request) {
+      const data = await feedback.deleteFeedback(callerOf(request), request.params.id, request.log);
+      return { success: true as const, message: 'Feedback deleted successfully', data };
     },
   );
 };

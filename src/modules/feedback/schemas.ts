@@ -44,12 +44,25 @@ const QUOTED_STRING = String.raw`"(?:[^"\\\u0000-\u001f\u007f]|\\[\u0020-\u007e]
 const DOMAIN = String.raw`(?:\[\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\]|(?:[a-zA-Z0-9-]+\.)+[a-zA-Z]{2,})`;
 export const SUBMITTER_EMAIL = new RegExp(String.raw`^(?:${ATOM}(?:\.${ATOM})*|${QUOTED_STRING})@${DOMAIN}$`);
 
+// The SPEC's "all text inputs are HTML-escaped", said where a client generated
+// from the document looks: without it a front end showed `&amp;` as text and
+// sent it inside a link (docs/feedback.md, "What a front end should know").
+
+/** On each text field a submission or an update stores. */
+const STORED_ESCAPED = 'Stored HTML-escaped, and read back so (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`)';
+
+/** On each text field of a feedback item. */
+const RETURNED_ESCAPED =
+  'HTML-escaped: `& < > " \'` come as `&amp; &lt; &gt; &quot; &#39;`. Safe to put into HTML as it is; decode those five ' +
+  'before showing it as text (React, Vue and the like escape it again) or using it as a link, and never escape it again. ' +
+  'The CSV export (GET /api/feedback/export) is already decoded';
+
 // The required fields of the public form.
 const submitted = {
   name: text('Name')
     .min(2, 'Name must be at least 2 characters')
     .max(100, 'Name must be at most 100 characters')
-    .meta(trimmedText('2 to 100 characters')),
+    .meta(trimmedText('2 to 100 characters', STORED_ESCAPED)),
   // Length before the pattern: the pattern's backtracking overflowed the stack
   // on an address of some 4.8 million characters, which this route's body
   // limit (room for a screenshot) lets through, and the request was a 500.
@@ -65,12 +78,13 @@ const submitted = {
       pattern: String.raw`^\s*${SUBMITTER_EMAIL.source.slice(1, -1)}\s*$`,
       description:
         'Trimmed first; then at most 254 characters: an address of dot-separated atoms (letters of any script allowed) ' +
-        'or one quoted string, then @ and a domain name whose last label is 2 or more letters, or an IPv4 literal in brackets. Not lower-cased',
+        'or one quoted string, then @ and a domain name whose last label is 2 or more letters, or an IPv4 literal in brackets. Not lower-cased. ' +
+        STORED_ESCAPED,
     }),
   comment: text('Comment')
     .min(10, 'Comment must be at least 10 characters')
     .max(5000, 'Comment must be at most 5000 characters')
-    .meta(trimmedText('10 to 5000 characters')),
+    .meta(trimmedText('10 to 5000 characters', STORED_ESCAPED)),
   rating: z
     .number({ error: (issue) => (issue.input === undefined ? 'Rating is required' : 'Rating must be an integer from 1 to 5') })
     .int('Rating must be an integer from 1 to 5')
@@ -91,7 +105,9 @@ const given = {
       maxLength: 2048,
       // z.url trims, then asks for http:// or https:// (either case) before it parses the rest as a URL.
       pattern: String.raw`^\s*[Hh][Tt][Tt][Pp][Ss]?://`,
-      description: 'The http(s) URL of the page the feedback is about: http:// or https://, then a URL a browser can parse (white space around it is trimmed)',
+      description:
+        'The http(s) URL of the page the feedback is about: http:// or https://, then a URL a browser can parse (white space around it is trimmed). ' +
+        `${STORED_ESCAPED}: a link needs it decoded`,
     }),
   category: z.enum(FEEDBACK_CATEGORIES, { error: `Category must be one of: ${FEEDBACK_CATEGORIES.join(', ')}` }),
   screenshot: z
@@ -153,10 +169,26 @@ export const SubmitFeedbackResponseSchema = z.object({
   data: z.object({ id: z.uuid(), status: FeedbackStatusSchema }),
 });
 
+/**
+ * The sender's address as typed, to compare with the stored one whatever the
+ * case. Not checked as an address: an admin looking for a person's items
+ * should find a row submitted before today's rules, not be refused. White
+ * space alone is refused rather than read as no filter; `?email=` with no
+ * value at all is not given, as with every key (README, "Query strings").
+ */
+const SenderEmailFilterSchema = requiredString('Email')
+  .trim()
+  .min(1, 'Email must not be empty')
+  .max(254, 'Email must be at most 254 characters')
+  .refine(isStorableText, unstorable('Email'))
+  .meta(trimmedText('1 to 254 characters', "Matches the sender's address as submitted, in any case"));
+
 export const ListFeedbackQuerySchema = z.object({
   status: FeedbackStatusSchema.optional(),
   // Not in the SPEC: narrows the list to one website's feedback.
   websiteId: uuidInput('Website id').optional(),
+  // Not in the SPEC: every item of one sender, for an erasure request (docs/feedback.md).
+  email: SenderEmailFilterSchema.optional(),
   // Not in the SPEC: `asc` for triage, oldest first.
   order: z.enum(FEEDBACK_ORDERS, { error: 'Order must be desc (newest first) or asc (oldest first)' }).default('desc'),
   limit: limitSchema(100, 20),
@@ -165,7 +197,7 @@ export const ListFeedbackQuerySchema = z.object({
 export type ListFeedbackQuery = z.infer<typeof ListFeedbackQuerySchema>;
 
 /** The list's filters and order; an export has every matching row, so no paging. */
-export const ExportFeedbackQuerySchema = ListFeedbackQuerySchema.pick({ status: true, websiteId: true, order: true });
+export const ExportFeedbackQuerySchema = ListFeedbackQuerySchema.pick({ status: true, websiteId: true, email: true, order: true });
 export type ExportFeedbackQuery = z.infer<typeof ExportFeedbackQuerySchema>;
 
 export const CsvResponseSchema = z.string().describe('text/csv; a header line, then one line per row');
@@ -175,13 +207,13 @@ const timestamp = z.iso.datetime();
 /** A feedback record as admins see it: every field, null where unset. */
 export const FeedbackSchema = z.object({
   id: z.uuid(),
-  name: z.string(),
-  email: z.string(),
-  comment: z.string(),
+  name: z.string().describe(RETURNED_ESCAPED),
+  email: z.string().describe(RETURNED_ESCAPED),
+  comment: z.string().describe(RETURNED_ESCAPED),
   // As submitted (and as the table's checks hold them).
   rating: z.number().int().min(1).max(5),
   status: FeedbackStatusSchema,
-  location: z.string().nullable(),
+  location: z.string().nullable().describe(RETURNED_ESCAPED),
   // Typed as text for the queries that read it; the document lists its values.
   category: z.string().nullable().meta({ enum: [...FEEDBACK_CATEGORIES, null] }),
   // The SPEC's string, as a reference rather than the data URL itself (up to
@@ -190,8 +222,8 @@ export const FeedbackSchema = z.object({
   screenshot: z.string().nullable().describe('path of GET /api/feedback/{id}/screenshot, or null'),
   screenshotType: z.string().nullable().describe('media type of the screenshot, e.g. image/png; null without one'),
   screenshotSize: z.number().int().nullable().describe('size of the screenshot image in bytes; null without one'),
-  adminNotes: z.string().nullable(),
-  resolvedBy: z.string().nullable(),
+  adminNotes: z.string().nullable().describe(RETURNED_ESCAPED),
+  resolvedBy: z.string().nullable().describe(RETURNED_ESCAPED),
   resolvedAt: timestamp.nullable(),
   websiteId: z.uuid().nullable(),
   createdAt: timestamp,
@@ -218,13 +250,14 @@ export const UpdateFeedbackBodySchema = z
       .max(5000, 'Admin notes must be at most 5000 characters')
       .refine(isStorableText, unstorable('Admin notes'))
       .nullable()
+      .meta({ description: `At most 5000 characters; null clears the notes. ${STORED_ESCAPED}` })
       .optional(),
     resolvedBy: requiredString('resolvedBy')
       .trim()
       .min(1, 'resolvedBy must not be empty')
       .max(200, 'resolvedBy must be at most 200 characters')
       .refine(isStorableText, unstorable('resolvedBy'))
-      .meta(trimmedText('1 to 200 characters', 'Not with status `pending`'))
+      .meta(trimmedText('1 to 200 characters', `Not with status \`pending\`. ${STORED_ESCAPED}`))
       .optional(),
   })
   .refine((body) => body.status !== undefined || body.adminNotes !== undefined || body.resolvedBy !== undefined, {
@@ -247,6 +280,12 @@ export const UpdateFeedbackResponseSchema = z.object({
   success: z.literal(true),
   message: z.string(),
   data: z.object({ id: z.uuid(), status: FeedbackStatusSchema, resolvedAt: timestamp.nullable() }),
+});
+
+export const DeleteFeedbackResponseSchema = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  data: z.object({ id: z.uuid() }),
 });
 
 /**

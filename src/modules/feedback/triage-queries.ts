@@ -1,8 +1,8 @@
 import type { Tx } from '../../plugins/db.ts';
 import type { FeedbackStatus } from './queries.ts';
 
-// The admin's write to feedback: triage of one item, in the caller's
-// transaction under row-level security (writeAtOnceAsActor).
+// The admin's writes to feedback: triage of one item, and its deletion, in
+// the caller's transaction under row-level security (writeAtOnceAsActor).
 
 export interface TriageChange {
   status?: FeedbackStatus;
@@ -72,4 +72,35 @@ export async function updateFeedbackTriage(tx: Tx, id: string, change: TriageCha
   ]);
   if (!row.caller_is_admin || row.id === null || row.status === null) return { callerIsAdmin: row.caller_is_admin };
   return { callerIsAdmin: true, updated: { id: row.id, status: row.status, resolvedAt: row.resolved_at?.toISOString() ?? null } };
+}
+
+export interface DeletionResult {
+  /** Whether the caller was an admin (or the service role) when the delete ran; when not, nothing was deleted. */
+  callerIsAdmin: boolean;
+  /** Whether a row with that id was visible and is gone. */
+  deleted: boolean;
+}
+
+/**
+ * Deletes one feedback item; its notification row goes by the outbox's
+ * cascade. Two statements sent at once, for the reason updateFeedbackTriage
+ * gives: the delete policy's role check is read in its statement's snapshot,
+ * and a delete that waited for the row's lock (a triage under way) while the
+ * caller's role was revoked would be re-checked on the row alone. Taking the
+ * lock first, the delete begins once it is held and asks for the role in a
+ * snapshot that sees any revocation committed before.
+ */
+export async function deleteFeedbackRow(tx: Tx, id: string): Promise<DeletionResult> {
+  const [, [row]] = await Promise.all([
+    tx`select from public.feedback where id = ${id} for update`,
+    tx<{ caller_is_admin: boolean; deleted: boolean }[]>`
+      with caller as (
+        select ${callerIsAdmin(tx)} as is_admin
+      ), deleted as (
+        delete from public.feedback where id = ${id} and (select is_admin from caller)
+        returning id
+      )
+      select caller.is_admin as caller_is_admin, exists (select from deleted) as deleted from caller`,
+  ]);
+  return { callerIsAdmin: row.caller_is_admin, deleted: row.deleted };
 }

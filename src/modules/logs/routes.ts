@@ -15,7 +15,7 @@ const logsRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get(
     '/',
-    { schema: { tags, security, summary: 'Stored log entries, newest first', querystring: ListLogsQuerySchema, response: { 200: LogsResponseSchema } } },
+    { schema: { tags, security, summary: 'Stored log entries, newest first (admin)', querystring: ListLogsQuerySchema, response: { 200: LogsResponseSchema.describe('A page of entries') } } },
     async function listLogEntries(request) {
       const { entries, total } = await logs.listEntries(callerOf(request), request.query);
       return { success: true as const, data: entries, pagination: { total, limit: request.query.limit, offset: request.query.offset } };
@@ -24,7 +24,16 @@ const logsRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.post(
     '/',
-    { schema: { tags, security, summary: 'Store a client-side log entry', body: CreateLogBodySchema, response: { 201: CreatedLogResponseSchema } } },
+    {
+      schema: {
+        tags,
+        security,
+        // Not the public site's error reporter: a signed-in user without the admin role gets 403.
+        summary: "Store a log entry from an admin's client, such as the dashboard (admin)",
+        body: CreateLogBodySchema,
+        response: { 201: CreatedLogResponseSchema.describe('Stored') },
+      },
+    },
     async function storeClientLogEntry(request, reply) {
       const data = await logs.storeClientEntry(callerOf(request), request.body, request.id);
       return reply.status(201).send({ success: true as const, message: 'Log entry stored', data });

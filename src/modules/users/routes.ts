@@ -104,9 +104,9 @@ export const adminUsersRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         tags: ['admin'],
         security: [{ bearer: [] }],
-        summary: 'Profiles with their roles',
+        summary: 'Profiles with their roles (admin)',
         querystring: ListUsersQuerySchema,
-        response: { 200: UsersResponseSchema },
+        response: { 200: UsersResponseSchema.describe('A page of profiles') },
       },
     },
     async function listUsers(request) {

@@ -145,7 +145,7 @@ const websitesRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
           '200 once the website and its analytics are gone. 202 when that takes longer than the server waits (WEBSITE_DELETE_WAIT_MS): ' +
           'the website is already gone from every read and its key opens nothing; the rest is deleted in the background.',
         params: WebsiteIdParamsSchema,
-        response: { 200: MessageResponseSchema, 202: DeletionUnderWayResponseSchema },
+        response: { 200: MessageResponseSchema.describe('Deleted, its analytics with it'), 202: DeletionUnderWayResponseSchema.describe('Deletion goes on after the answer') },
       },
     },
     async function removeWebsite(request, reply) {
