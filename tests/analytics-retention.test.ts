@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify';
+import type postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pruneExpiredEventsElevated, retentionCutoff } from '../src/modules/analytics/retention/worker.ts';
+import { memberCutoffDay, pruneExpiredEventsElevated, pruneExpiredMembersElevated, retentionCutoff } from '../src/modules/analytics/retention/worker.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, type FixtureEvent, insertEvents, type TestWebsite } from './support/analytics.ts';
-import { asUser, createAuthUser, grantRole, readsDuring, testSql } from './support/db.ts';
+import { asUser, createAuthUser, grantRole, openTransaction, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
 
 // Retention: raw events before the cut-off are deleted in batches; the
@@ -22,6 +23,18 @@ describe('retention cut-off', () => {
     ['2026-01-15T08:00:00Z', 24, '2024-01-15T00:00:00.000Z'],
   ])('%s minus %i months → %s', (now, months, expected) => {
     expect(retentionCutoff(new Date(now), months).toISOString()).toBe(expected);
+  });
+});
+
+describe('member cut-off', () => {
+  it.each([
+    // 13 months: the events' cut-off is the earlier.
+    ['2026-11-29', '2025-10-29', '2025-10-29'],
+    // 1 month: kept a year and two days more (the longest range, 367 days, and a day), whatever the events'.
+    ['2026-11-29', '2026-10-29', '2025-11-26'],
+    ['2028-03-01', '2028-02-01', '2027-02-27'],
+  ])('today %s, events before %s → member rows before %s', (today, eventsCutoff, expected) => {
+    expect(memberCutoffDay(today, eventsCutoff)).toBe(expected);
   });
 });
 
@@ -66,13 +79,34 @@ describe('deleting expired events', () => {
     expect(await pruneExpiredEventsElevated(sql, { cutoff: new Date('2020-01-01T00:00:00Z'), batchSize: 2 })).toBe(0);
   });
 
+  const memberRows = async () => {
+    const rows = await sql<{ kind: string; day: string }[]>`
+      select 'distinct' as kind, to_char(day, 'YYYY-MM-DD') as day from public.analytics_distinct_days where website_id = ${site.id}
+      union all select 'dimension', to_char(day, 'YYYY-MM-DD') from public.analytics_dimension_days where website_id = ${site.id}
+      union all select 'session', to_char(day, 'YYYY-MM-DD') from public.analytics_session_days where website_id = ${site.id}`;
+    return rows.map((row) => `${row.kind} ${row.day}`).sort();
+  };
+
+  it('deletes visitor, session and dimension days before the member cut-off and keeps the rest; summaries stay', async () => {
+    const before = [await summary('2019-06-01', '2019-06-30'), await summary('2019-12-01', '2020-01-31')];
+    const kept = (await memberRows()).filter((row) => row.endsWith('2020-01-01'));
+    // vA (visitor, desktop session o3, country DE) on 2020-01-01.
+    expect(kept).toEqual(['dimension 2020-01-01', 'distinct 2020-01-01', 'distinct 2020-01-01', 'session 2020-01-01']);
+    // Other tests' rows are all of days after 2020.
+    const first = await pruneExpiredMembersElevated(sql, '2020-01-01', { batchSize: 2 });
+    expect(first).toEqual({ total: 11, finished: true });
+    expect(await memberRows()).toEqual(kept);
+    expect([await summary('2019-06-01', '2019-06-30'), await summary('2019-12-01', '2020-01-31')]).toEqual(before);
+    expect(await pruneExpiredMembersElevated(sql, '2020-01-01', { batchSize: 2 })).toEqual({ total: 0, finished: true });
+  });
+
   it('a visitor seen before the deleted days is still counted once with later events', async () => {
     await insertEvents(sql, site.id, [{ session: 'n1', visitor: 'vA', device: 'desktop', page: '/', at: '2020-02-01T09:00:00Z', country: 'DE' }]);
     const span = await summary('2019-06-01', '2020-02-29');
     expect(span).toMatchObject({ uniqueVisitors: 2, countries: [{ country: 'DE', visitors: 1 }] });
   });
 
-  it('events stay append-only for everyone else; API roles cannot call the retention function', async () => {
+  it('events stay append-only for everyone else; API roles cannot call the retention functions', async () => {
     await expect(sql`delete from public.analytics_events where website_id = ${site.id}`).rejects.toMatchObject({ code: '55000' });
     const admin = await createAuthUser(sql);
     await grantRole(sql, admin.id, 'admin');
@@ -80,6 +114,36 @@ describe('deleting expired events', () => {
       asUser(sql, admin.id, (tx) => tx`select public.delete_analytics_events_before(now(), 10)`),
     ).rejects.toMatchObject({ code: '42501' });
     await expect(sql`select public.delete_analytics_events_before(now(), 0)`).rejects.toMatchObject({ code: '22023' });
+    await expect(
+      asUser(sql, admin.id, (tx) => tx`select public.delete_analytics_members_before(current_date, 10)`),
+    ).rejects.toMatchObject({ code: '42501' });
+    await expect(sql`select public.delete_analytics_members_before(current_date, 0)`).rejects.toMatchObject({ code: '22023' });
+    await expect(sql`select public.delete_analytics_members_before('-infinity', 10)`).rejects.toMatchObject({ code: '22023' });
+  });
+});
+
+describe('a member batch and a returning session', () => {
+  // Days of 2018: older than any other test's rows, and after none of this file's 2019 ones.
+  it('deletes the old day a trigger relinked while the batch waited for the website', async () => {
+    const [site] = await sql<{ id: string }[]>`
+      insert into public.websites (name, domain, api_key_hash, api_key_prefix)
+      values ('Member race', 'member-race.example', sha256('member race'), 'wsk_memberra') returning id`;
+    const event = (at: string): FixtureEvent => ({ session: 'r1', visitor: 'vR', device: 'desktop', page: '/', at });
+    await insertEvents(sql, site.id, [event('2018-01-10T10:00:00Z')]);
+    // The session comes back: its trigger relinks the old session day (next_day) and keeps the website's lock.
+    const writer = await openTransaction(sql, (tx) => insertEvents(tx as unknown as postgres.Sql, site.id, [event('2018-03-01T10:00:00Z')]));
+    // The batch picks the old rows as committed, then waits for that lock.
+    const pruning = pruneExpiredMembersElevated(sql, '2018-02-01', { batchSize: 100 });
+    expect(await untilWaitingOnLock(sql, 'delete_analytics_members_before')).toBe(true);
+    await writer.commit();
+    // The visitor's and the desktop session's day, and the session day, whose address changed.
+    expect(await pruning).toEqual({ total: 3, finished: true });
+    const [left] = await sql<{ old: number; kept: number }[]>`
+      select count(*) filter (where day < '2018-02-01')::int as old, count(*) filter (where day >= '2018-02-01')::int as kept
+        from (select day from public.analytics_distinct_days where website_id = ${site.id}
+              union all select day from public.analytics_session_days where website_id = ${site.id}) as member_days`;
+    expect(left).toEqual({ old: 0, kept: 3 });
+    await sql`delete from public.websites where id = ${site.id}`;
   });
 });
 
