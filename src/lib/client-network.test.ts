@@ -33,7 +33,7 @@ describe('clientNetworkOf', () => {
 
 describe('forwardedForWithoutForgedEntries', () => {
   it('keeps a header of addresses as it is', () => {
-    for (const header of ['203.0.113.7', '1.2.3.4, 203.0.113.7', ' 2001:db8::1 ,10.0.0.5', '1.2.3.4,,5.6.7.8', '']) {
+    for (const header of ['203.0.113.7', '1.2.3.4, 203.0.113.7', ' 2001:db8::1 ,10.0.0.5', '1.2.3.4,,5.6.7.8', '', ',', ',, 203.0.113.7', ', 203.0.113.7', ',1.2.3.4']) {
       expect(forwardedForWithoutForgedEntries(header), header).toBe(header);
     }
   });
@@ -44,5 +44,6 @@ describe('forwardedForWithoutForgedEntries', () => {
     expect(forwardedForWithoutForgedEntries('x, 1.2.3.4, [::1], 10.0.0.1')).toBe('10.0.0.1');
     expect(forwardedForWithoutForgedEntries('1.2.3.4:5678')).toBeUndefined();
     expect(forwardedForWithoutForgedEntries('10.0.0.1, unknown')).toBeUndefined();
+    expect(forwardedForWithoutForgedEntries(',x, 203.0.113.7')).toBe('203.0.113.7');
   });
 });

@@ -71,17 +71,19 @@ function ipv6NetworkOf(ip: string): string {
  * gets: the nearest trusted hop's entry, or the socket's address.
  */
 export function forwardedForWithoutForgedEntries(header: string): string | undefined {
-  let end = header.length;
-  for (let start = header.lastIndexOf(',', end - 1); ; start = header.lastIndexOf(',', end - 1)) {
-    const entry = header.slice(start + 1, end).trim();
+  // Split, not searched back with lastIndexOf: a header starting with a comma
+  // (nginx makes `, <client>` of a client's own `X-Forwarded-For: ,`) had that
+  // search find the same comma again and again, and the process hang.
+  const entries = header.split(',');
+  for (let index = entries.length - 1; index >= 0; index -= 1) {
+    const entry = entries[index].trim();
     // An empty entry (`a,,b`) is skipped, as Fastify's reading of the header skips it.
     if (entry !== '' && isIP(entry) === 0) {
-      const kept = header.slice(end + 1).trim();
+      const kept = entries.slice(index + 1).join(',').trim();
       return kept === '' ? undefined : kept;
     }
-    if (start < 0) return header;
-    end = start;
   }
+  return header;
 }
 
 /** The most distinct dropped values an app logs: a client can send a new one with every request. */
