@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import net, { type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BUSY_MESSAGE } from '../src/modules/feedback/screenshot-slots.ts';
@@ -125,5 +126,49 @@ describe('a burst of screenshot submissions', () => {
     expect(busyLines.length).toBe(answered.filter((response) => response.statusCode === 503).length);
     expect(busyLines.map((entry) => [entry.level, entry.msg])).toEqual(busyLines.map(() => [40, 'request refused']));
     expect(logged.filter((entry) => entry.msg === 'request failed')).toEqual([]);
+  }, 120_000);
+
+  it('keeps the slot of a client that hangs up after sending its body until its insert is done, then frees it', async () => {
+    // Over real HTTP: a slot freed when the client went let a burst of
+    // clients that hang up past the bound, each insert still running.
+    if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+    const port = (app.server.address() as AddressInfo).port;
+    const websiteId = await createWebsite(sql, 'Screenshot hang-ups');
+    const locker = await sql.reserve();
+    const sockets: net.Socket[] = [];
+    let mostHeld = 0;
+    try {
+      await locker`begin`;
+      await locker`select id from public.websites where id = ${websiteId} for update`;
+      const [{ pid: lockerPid }] = await locker<{ pid: number }[]>`select pg_backend_pid() as pid`;
+      const heldInserts = async () =>
+        (await sql<{ count: number }[]>`select count(*)::int as count from pg_stat_activity where ${lockerPid} = any(pg_blocking_pids(pid))`)[0].count;
+      for (let i = 0; i < AT_ONCE + 2; i += 1) {
+        const body = JSON.stringify(feedbackBody({ websiteId, screenshot: randomPngDataUrl() }));
+        const socket = net.connect(port, '127.0.0.1');
+        socket.on('error', () => {});
+        sockets.push(socket);
+        socket.write(
+          `POST /api/feedback HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 198.51.100.${i}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+        );
+        socket.end(body);
+        // Its insert reaches the database, or, past the bound, its body has long arrived and waits for a slot; then its client hangs up.
+        for (let waited = 0; waited < 1_500 && (await heldInserts()) < i + 1; waited += 50) await sleep(50);
+        socket.destroy();
+        await sleep(200);
+        mostHeld = Math.max(mostHeld, await heldInserts());
+      }
+      await sleep(500);
+      mostHeld = Math.max(mostHeld, await heldInserts());
+      expect(mostHeld).toBe(AT_ONCE);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await locker`rollback`;
+      locker.release();
+    }
+    // The held inserts finish; their answers are sent to nobody, and their slots come back.
+    const next = await app.inject({ method: 'POST', url: '/api/feedback', remoteAddress: '192.0.2.200', payload: feedbackBody({ websiteId, screenshot: randomPngDataUrl() }) });
+    expect(next.statusCode).toBe(201);
   }, 120_000);
 });

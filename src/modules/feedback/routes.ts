@@ -47,6 +47,7 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
     ...inRateLimitGroup(app, 'feedback'),
     bodyLimit: SUBMIT_BODY_LIMIT,
     onRequest: screenshotSlots.watch,
+    onSend: screenshotSlots.release,
     schema: {
       tags: ['feedback'],
       summary: 'Submit feedback (public)',

@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { BUSY_MESSAGE, createScreenshotSlots, LARGE_SUBMISSION_BYTES } from './screenshot-slots.ts';
 
 // The slots on their own: a request is a plain object, its response an emitter
-// whose 'close' ends the request, as Node's and light-my-request's do.
+// whose 'close' says the client has gone, as Node's and light-my-request's do;
+// `answer` is the route's onSend, once the handler (or the error handler) is done.
 
 const LARGE = Buffer.alloc(LARGE_SUBMISSION_BYTES + 1);
 const SMALL = Buffer.alloc(LARGE_SUBMISSION_BYTES);
@@ -16,13 +17,15 @@ function harness(atOnce: number, options?: { waitMs?: number; waitingMax?: numbe
     parsed.push(`${body.length}`);
     done(null, {});
   });
-  /** A watched request whose body arrives now; resolves with its parse's outcome, and closes its response. */
+  /** A watched request whose body arrives now; resolves with its parse's outcome; its client may go, its answer be sent. */
   function submit(body = LARGE, { watched = true } = {}) {
     const request = {} as FastifyRequest;
     const response = new EventEmitter();
-    if (watched) slots.watch.call({} as never, request, { raw: response } as unknown as FastifyReply, () => {});
+    const reply = { raw: response } as unknown as FastifyReply;
+    if (watched) slots.watch.call({} as never, request, reply, () => {});
     const outcome = new Promise<Error | null>((resolve) => parser(request, body, (error) => resolve(error)));
-    return { outcome, close: () => response.emit('close') };
+    const answer = () => slots.release.call({} as never, request, reply, '{}', () => {});
+    return { outcome, close: () => response.emit('close'), answer };
   }
   return { slots, parsed, submit };
 }
@@ -43,16 +46,16 @@ describe('screenshot slots', () => {
     expect(await submit(LARGE, { watched: false }).outcome).toBeNull();
     expect(parsed).toHaveLength(4);
 
-    first.close();
+    first.answer();
     expect(await third.outcome).toBeNull();
     expect(slots.waiting).toBe(1);
-    second.close();
+    second.answer();
     expect(await fourth.outcome).toBeNull();
     expect(slots.inUse).toBe(2);
-    third.close();
-    fourth.close();
-    // Closing twice frees once.
-    fourth.close();
+    third.answer();
+    fourth.answer();
+    // Answering twice frees once.
+    fourth.answer();
     expect(slots.inUse).toBe(0);
   });
 
@@ -65,7 +68,7 @@ describe('screenshot slots', () => {
     expect(refused).toMatchObject({ statusCode: 503, message: BUSY_MESSAGE });
     expect(await waiter.outcome).toMatchObject({ statusCode: 503, message: BUSY_MESSAGE });
     expect(slots.waiting).toBe(0);
-    holder.close();
+    holder.answer();
     expect(slots.inUse).toBe(0);
   });
 
@@ -75,9 +78,23 @@ describe('screenshot slots', () => {
     await holder.outcome;
     const waiter = submit();
     waiter.close();
-    holder.close();
+    holder.answer();
     expect(await waiter.outcome).toMatchObject({ statusCode: 503 });
     expect(parsed).toHaveLength(1);
+    expect(slots.inUse).toBe(0);
+  });
+
+  it('keeps the slot of a client that hung up until its answer is sent: the parse and insert go on without it', async () => {
+    const { slots, submit } = harness(1, { waitMs: 10_000 });
+    const holder = submit();
+    await holder.outcome;
+    holder.close();
+    expect(slots.inUse).toBe(1);
+    const next = submit();
+    expect(slots.waiting).toBe(1);
+    holder.answer();
+    expect(await next.outcome).toBeNull();
+    next.answer();
     expect(slots.inUse).toBe(0);
   });
 });

@@ -1,4 +1,4 @@
-import type { FastifyRequest, onRequestHookHandler } from 'fastify';
+import type { FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify';
 import { BusyError } from '../../lib/errors.ts';
 
 // A submission with a 5 MiB screenshot is about 7 MB of JSON. Each one costs
@@ -34,7 +34,12 @@ export const BUSY_MESSAGE = 'Too many submissions with screenshots at once; try 
 type DoneFunction = (error: Error | null, body?: unknown) => void;
 type BodyParser = (request: FastifyRequest, body: Buffer, done: DoneFunction) => void;
 
-/** A submit request's hold on a slot: released when its response is closed, however it ends. */
+/**
+ * A submit request's hold on a slot: released when its answer is sent (the
+ * handler's insert done, or the error handler's refusal), not when its client
+ * goes: a client that hangs up leaves its parse and insert running, and a slot
+ * freed then let a burst of such clients past the bound.
+ */
 interface Ticket {
   closed: boolean;
   release?: () => void;
@@ -43,6 +48,8 @@ interface Ticket {
 export interface ScreenshotSlots {
   /** onRequest hook of the routes whose large bodies take a slot. */
   watch: onRequestHookHandler;
+  /** onSend hook of the same routes: their answer is ready, the work behind it done. */
+  release: onSendHookHandler;
   /** `parse`, for a large body of a watched route only once it holds a slot. */
   parser(parse: BodyParser): BodyParser;
   /** Slots held, and submissions waiting for one (tests read them). */
@@ -89,13 +96,17 @@ export function createScreenshotSlots(atOnce: number, { waitMs = SLOT_WAIT_MS, w
     watch(request, reply, done) {
       const ticket: Ticket = { closed: false };
       tickets.set(request, ticket);
-      // 'close' comes after the response is sent and when the client goes first: either way the slot is freed.
+      // A client gone while its body waits for a slot gets no work done for it (parseInSlot).
       reply.raw.once('close', () => {
         ticket.closed = true;
-        ticket.release?.();
-        ticket.release = undefined;
       });
       done();
+    },
+    release(request, _reply, payload, done) {
+      const ticket = tickets.get(request);
+      ticket?.release?.();
+      if (ticket) ticket.release = undefined;
+      done(null, payload);
     },
     parser(parse) {
       return function parseInSlot(request, body, done) {
