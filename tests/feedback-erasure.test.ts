@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listFeedback } from '../src/modules/feedback/queries.ts';
 import { createFeedbackService } from '../src/modules/feedback/service.ts';
-import { expectRefused, legacyAdmin, signedInAdmin } from './support/admin-auth.ts';
-import { buildTestAppWithLog, TEST_JWT_SECRET } from './support/app.ts';
-import { asUser, createAuthUser, grantRole, openSession, openTransaction, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
+import { expectRefused, legacyAdmin, signedInAdmin, signedInUser } from './support/admin-auth.ts';
+import { buildTestAppWithLog } from './support/app.ts';
+import { asUser, createAuthUser, grantRole, openTransaction, readsDuring, testSql, untilWaitingOnLock } from './support/db.ts';
 import { createWebsite, feedbackBody, pngDataUrl } from './support/feedback-fixtures.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
 
@@ -41,17 +40,6 @@ async function submitted(overrides: Record<string, unknown> = {}): Promise<strin
 const remove = (id: string, headers: Record<string, string> = admin) => app.inject({ method: 'DELETE', url: `/api/feedback/${id}`, headers });
 const stillThere = async (id: string) => (await sql`select 1 from public.feedback where id = ${id}`).length === 1;
 
-/** A signed-in user with no role: a session and a token for it, as the auth server signs one. */
-async function signedInUser(): Promise<{ authorization: string }> {
-  const user = await createAuthUser(sql);
-  const sessionId = await openSession(sql, user.id);
-  const token = await new SignJWT({ sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuedAt()
-    .setExpirationTime('1h')
-    .sign(new TextEncoder().encode(TEST_JWT_SECRET));
-  return { authorization: `Bearer ${token}` };
-}
 
 describe('DELETE /api/feedback/:id', () => {
   it('deletes the item with its screenshot, its notification and its count; 200 with the id', async () => {
@@ -82,7 +70,7 @@ describe('DELETE /api/feedback/:id', () => {
 
   it('a signed-in admin deletes under row-level security; a user without the role gets 403, nothing deleted', async () => {
     const id = await submitted();
-    const refused = await remove(id, await signedInUser());
+    const refused = await remove(id, { authorization: (await signedInUser(sql)).authorization });
     expect([refused.statusCode, refused.json()]).toEqual([403, REFUSED]);
     expect(await stillThere(id)).toBe(true);
     const answer = await remove(id, { authorization: (await signedInAdmin(sql)).authorization });

@@ -1,12 +1,11 @@
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { errorStatusesOf } from '../src/plugins/openapi.ts';
-import { legacyAdmin } from './support/admin-auth.ts';
-import { buildTestApp, TEST_JWT_SECRET } from './support/app.ts';
-import { createAuthUser, openSession, testSql } from './support/db.ts';
+import { errorStatusesOf } from '../src/plugins/openapi-responses.ts';
+import { legacyAdmin, signedInUser } from './support/admin-auth.ts';
+import { buildTestApp } from './support/app.ts';
+import { testSql } from './support/db.ts';
 import { feedbackBody, pngDataUrl } from './support/feedback-fixtures.ts';
 
 // The OpenAPI document is what front ends generate typed clients from, and
@@ -24,17 +23,6 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 
 const sql = testSql();
 
-/** A signed-in user with no role: a session, and a token for it as the auth server signs one. */
-async function signedInUser(): Promise<{ authorization: string }> {
-  const user = await createAuthUser(sql);
-  const sessionId = await openSession(sql, user.id);
-  const token = await new SignJWT({ sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId })
-    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
-    .setIssuedAt()
-    .setExpirationTime('1h')
-    .sign(new TextEncoder().encode(TEST_JWT_SECRET));
-  return { authorization: `Bearer ${token}` };
-}
 
 describe('the OpenAPI document, against what the server does', () => {
   let app: FastifyInstance;
@@ -161,7 +149,7 @@ describe('the OpenAPI document, against what the server does', () => {
   });
 
   it('is answered, by real requests to each module, with statuses its routes are documented with', async () => {
-    const user = await signedInUser();
+    const user = { authorization: (await signedInUser(sql)).authorization };
     const oversized = { adminNotes: 'x'.repeat(2 * 1024 * 1024) };
     const requests: [string, string, InjectOptions][] = [
       ['post', '/api/feedback', { method: 'POST', url: '/api/feedback', headers: { 'content-type': 'application/xml' }, payload: '<a/>' }],

@@ -3,6 +3,7 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, expect } from 'vitest';
 import type postgres from 'postgres';
 import { signLegacyAdminToken } from '../../src/lib/tokens.ts';
+import type { AppRole } from '../../src/lib/roles.ts';
 import type { Caller } from '../../src/plugins/auth.ts';
 import { buildTestApp, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './app.ts';
 import { createAuthUser, grantRole, openSession } from './db.ts';
@@ -65,10 +66,10 @@ export function useAdminApp(sql: { end(): Promise<unknown> }, receive: (built: {
   });
 }
 
-/** A signed-in user with the admin role: an open session, and a token for it as the auth server signs one. */
-export async function signedInAdmin(sql: postgres.Sql): Promise<{ id: string; caller: Caller; authorization: string }> {
+/** A signed-in user holding `roles` (none by default): an open session, and a token for it as the auth server signs one. */
+export async function signedInUser(sql: postgres.Sql, roles: AppRole[] = []): Promise<{ id: string; caller: Caller; authorization: string }> {
   const user = await createAuthUser(sql);
-  await grantRole(sql, user.id, 'admin');
+  for (const role of roles) await grantRole(sql, user.id, role);
   const sessionId = await openSession(sql, user.id);
   const claims = { sub: user.id, role: 'authenticated', aud: 'authenticated', session_id: sessionId };
   const token = await new SignJWT(claims)
@@ -76,6 +77,9 @@ export async function signedInAdmin(sql: postgres.Sql): Promise<{ id: string; ca
     .setIssuedAt()
     .setExpirationTime('1h')
     .sign(new TextEncoder().encode(TEST_JWT_SECRET));
-  const caller: Caller = { kind: 'user', userId: user.id, sessionId, roles: ['admin'], claims };
+  const caller: Caller = { kind: 'user', userId: user.id, sessionId, roles, claims };
   return { id: user.id, caller, authorization: `Bearer ${token}` };
 }
+
+/** A signed-in user with the admin role. */
+export const signedInAdmin = (sql: postgres.Sql) => signedInUser(sql, ['admin']);

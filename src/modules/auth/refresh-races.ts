@@ -52,8 +52,11 @@ export function retryingConflicts<T extends { error: unknown }>(attempt: () => P
 /**
  * Runs one refresh per refresh token at a time in this process: a request
  * for a token whose refresh is under way shares that refresh's outcome
- * instead of queueing at the auth server for the lock. Only what is under
- * way is held, by the token it was asked with.
+ * instead of queueing at the auth server for the lock. What is held is the
+ * refresh's promise, by the token it was asked with, until it settles: a try
+ * still running when its deadline answered 503 is no longer shared, so a
+ * request then starts another (as before this sharing; the auth server's
+ * reuse interval answers both alike).
  */
 export function createRefreshesInFlight() {
   const inFlight = new Map<string, Promise<unknown>>();
