@@ -52,41 +52,41 @@ export function describeUserAgent(userAgent: string, touchScreen?: boolean | nul
   return touchScreen === true ? parsed.onTouchScreen : parsed.facts;
 }
 
-/** The referrer's host, lower case, without a leading `www.`; null when absent or not a URL. */
-export function referrerHost(referrer: string | null | undefined): string | null {
-  if (!referrer) return null;
-  try {
-    const host = new URL(referrer).hostname.toLowerCase().replace(/^www\./, '');
-    return host === '' ? null : host.slice(0, 253);
-  } catch {
-    return null;
-  }
-}
-
 /** The most the table's referrer column holds. */
 const MAX_STORED_REFERRER = 2048;
 
+const NO_REFERRER = { stored: null, host: null } as const;
+
 /**
- * The referrer as stored: scheme, host (and port) and path, nothing else.
- * A query or fragment can carry whatever the referring page put there (an
- * address, a search, a token: `https://mail.example/?to=<address>` was stored
- * whole), and userinfo is credentials; the path alone says where a visit came
- * from, as the tracker's `page` is a path too. null when absent, not a URL, or
- * a URL without a host (mailto:, file:), whose referrer_host is null as well.
- * Cut at the column's length: the parser percent-encodes the path, which can
- * lengthen a referrer the route took at its limit (the result is ASCII).
+ * A referrer, parsed once, as the event keeps it:
+ * - `stored`: scheme, host (and port) and path, nothing else. A query or
+ *   fragment can carry whatever the referring page put there (an address, a
+ *   search, a token: `https://mail.example/?to=<address>` was stored whole),
+ *   and userinfo is credentials; the path alone says where a visit came from,
+ *   as the tracker's `page` is a path too. Cut at the column's length: the
+ *   parser percent-encodes the path, which can lengthen a referrer the route
+ *   took at its limit (the result is ASCII).
+ * - `host`: lower case, without a leading `www.`.
+ * Both null when absent, not a URL, or a URL without a host (mailto:, file:).
  */
-export function storedReferrer(referrer: string | null | undefined): string | null {
-  if (!referrer) return null;
+export function referrerParts(referrer: string | null | undefined): { stored: string | null; host: string | null } {
+  if (!referrer) return NO_REFERRER;
   let url: URL;
   try {
     url = new URL(referrer);
   } catch {
-    return null;
+    return NO_REFERRER;
   }
-  if (url.host === '') return null;
-  return `${url.protocol}//${url.host}${url.pathname}`.slice(0, MAX_STORED_REFERRER);
+  if (url.host === '') return NO_REFERRER;
+  const host = url.hostname.toLowerCase().replace(/^www\./, '');
+  return { stored: `${url.protocol}//${url.host}${url.pathname}`.slice(0, MAX_STORED_REFERRER), host: host === '' ? null : host.slice(0, 253) };
 }
+
+/** The referrer's host (referrerParts). */
+export const referrerHost = (referrer: string | null | undefined): string | null => referrerParts(referrer).host;
+
+/** The referrer as stored (referrerParts). */
+export const storedReferrer = (referrer: string | null | undefined): string | null => referrerParts(referrer).stored;
 
 /**
  * Visitor ids without cookies or stored IPs: the day's salt is derived from

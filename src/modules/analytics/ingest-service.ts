@@ -3,7 +3,7 @@ import { badRequest } from '../../lib/errors.ts';
 import { isUuidText } from '../../lib/schemas.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { readCampaign } from './campaign.ts';
-import { createVisitorIds, describeUserAgent, referrerHost, storedReferrer } from './enrich.ts';
+import { createVisitorIds, describeUserAgent, referrerParts } from './enrich.ts';
 import type { CountryLookup } from './geo.ts';
 import { uuidv7 } from './ids.ts';
 import type { RecordEventBody } from './schemas.ts';
@@ -43,13 +43,14 @@ export function createIngestService({
       const timestamp = at.toISOString();
       const id = uuidv7(at.getTime());
       const { page, campaign } = readCampaign(body.page);
+      const referrer = referrerParts(body.referrer);
       const outcome = await batcher.record({
         id,
         websiteId,
         eventType: body.eventType,
         page,
-        referrer: storedReferrer(body.referrer),
-        referrerHost: referrerHost(body.referrer),
+        referrer: referrer.stored,
+        referrerHost: referrer.host,
         userAgent: body.userAgent,
         deviceType: agent.device,
         sessionId: body.sessionId,
