@@ -79,7 +79,7 @@ describe('TRUST_PROXY', () => {
     try {
       expect(await ipOf(loopback, '127.0.0.1', 'not-an-ip, 127.0.0.1')).toBe('127.0.0.1');
       expect(await ipOf(loopback, '127.0.0.1', '<script>')).toBe('127.0.0.1');
-      expect(await ipOf(loopback, '::1', `1.2.3.4, 1.2.3.4:5678, ::1`)).toBe('::1');
+      expect(await ipOf(loopback, '::1', `1.2.3.4, 1.2.3.4:99999, ::1`)).toBe('::1');
       // A hop count one too high: the entry past the real chain was the client's.
       expect(await ipOf(twoHops, PROXY, `<script>, ${CLIENT}`)).toBe(CLIENT);
       expect(await ipOf(twoHops, PROXY, 'not-an-ip')).toBe(PROXY);
@@ -105,6 +105,55 @@ describe('TRUST_PROXY', () => {
       const warnings = lines.map((line) => JSON.parse(line)).filter((entry) => entry.xForwardedFor !== undefined);
       expect(warnings).toHaveLength(10);
       expect(warnings[0]).toMatchObject({ level: 40, xForwardedFor: 'not-an-ip-0, 127.0.0.1', kept: '127.0.0.1', peer: '127.0.0.1' });
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('a balancer that writes the client\'s port: the client is its address, port removed, with a budget of its own (real HTTP)', async () => {
+    // The balancer on this host (TRUST_PROXY=loopback) writes `address:port` and `[IPv6]:port`,
+    // each connection of a client from another port, as Azure Application Gateway does.
+    const { app, lines } = await buildTestAppWithLog({ TRUST_PROXY: 'loopback', RATE_LIMIT_GENERAL_PER_15MIN: '3' }, 'http', echoIp);
+    try {
+      const origin = await app.listen({ host: '127.0.0.1', port: 0 });
+      const send = async (forwardedFor: string) => {
+        const response = await fetch(`${origin}/t/ip`, { headers: { 'x-forwarded-for': forwardedFor } });
+        return { status: response.status, ip: response.status === 200 ? ((await response.json()) as { ip: string }).ip : undefined };
+      };
+      expect(await send('203.0.113.7:50001')).toEqual({ status: 200, ip: '203.0.113.7' });
+      expect(await send('[2001:db8:1:2::1]:443')).toEqual({ status: 200, ip: '2001:db8:1:2::1' });
+      // A client's own entry before the balancer's is not believed, port or none.
+      expect(await send('198.51.100.9:80, 203.0.113.7:50002')).toEqual({ status: 200, ip: '203.0.113.7' });
+      expect(await send('203.0.113.7')).toEqual({ status: 200, ip: '203.0.113.7' });
+      // The budget of 3 is per client, not the balancer's: a fourth request from 203.0.113.7 is refused
+      // whatever its port, the other clients still get theirs.
+      expect(await send('203.0.113.7:50003')).toEqual({ status: 429, ip: undefined });
+      expect(await send('203.0.113.8:50003')).toEqual({ status: 200, ip: '203.0.113.8' });
+      // An IPv6 client is counted per /64, as without the port.
+      expect(await send('[2001:db8:1:2::2]:444')).toEqual({ status: 200, ip: '2001:db8:1:2::2' });
+      expect(await send('[2001:db8:1:2::3]')).toEqual({ status: 200, ip: '2001:db8:1:2::3' });
+      expect(await send('[2001:db8:1:2::4]:445')).toEqual({ status: 429, ip: undefined });
+      expect(await send('[2001:db8:1:3::1]:445')).toEqual({ status: 200, ip: '2001:db8:1:3::1' });
+      // A port that is not one makes the entry no address: the balancer's own budget, as before.
+      expect(await send('203.0.113.9:65536')).toEqual({ status: 200, ip: '127.0.0.1' });
+
+      const entries = lines.map((line) => JSON.parse(line));
+      const logged = entries.filter((entry) => entry.msg === 'request completed').map((entry) => [entry.ip, entry.statusCode]);
+      expect(logged).toEqual([
+        ['203.0.113.7', 200],
+        ['2001:db8:1:2::1', 200],
+        ['203.0.113.7', 200],
+        ['203.0.113.7', 200],
+        ['203.0.113.7', 429],
+        ['203.0.113.8', 200],
+        ['2001:db8:1:2::2', 200],
+        ['2001:db8:1:2::3', 200],
+        ['2001:db8:1:2::4', 429],
+        ['2001:db8:1:3::1', 200],
+        ['127.0.0.1', 200],
+      ]);
+      // Removing a port drops nothing, so it warns of nothing; only the bad port is warned of.
+      expect(entries.filter((entry) => entry.xForwardedFor !== undefined).map((entry) => entry.xForwardedFor)).toEqual(['203.0.113.9:65536']);
     } finally {
       await app.close();
     }

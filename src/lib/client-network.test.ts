@@ -41,9 +41,46 @@ describe('forwardedForWithoutForgedEntries', () => {
   it('drops the right-most entry that is not an address and everything before it', () => {
     expect(forwardedForWithoutForgedEntries('not-an-ip, 127.0.0.1')).toBe('127.0.0.1');
     expect(forwardedForWithoutForgedEntries('1.2.3.4, <script>, 10.0.0.1, ::1')).toBe('10.0.0.1, ::1');
-    expect(forwardedForWithoutForgedEntries('x, 1.2.3.4, [::1], 10.0.0.1')).toBe('10.0.0.1');
-    expect(forwardedForWithoutForgedEntries('1.2.3.4:5678')).toBeUndefined();
+    expect(forwardedForWithoutForgedEntries('x, 1.2.3.4, [::1, 10.0.0.1')).toBe('10.0.0.1');
+    expect(forwardedForWithoutForgedEntries('1.2.3.4:99999')).toBeUndefined();
     expect(forwardedForWithoutForgedEntries('10.0.0.1, unknown')).toBeUndefined();
     expect(forwardedForWithoutForgedEntries(',x, 203.0.113.7')).toBe('203.0.113.7');
+  });
+
+  it('reads an entry written with its port, or an IPv6 address in brackets, as the address, and writes the address alone', () => {
+    expect(forwardedForWithoutForgedEntries('1.2.3.4:5678')).toBe('1.2.3.4');
+    expect(forwardedForWithoutForgedEntries('[2001:db8::1]:443')).toBe('2001:db8::1');
+    expect(forwardedForWithoutForgedEntries('[2001:db8::1]')).toBe('2001:db8::1');
+    expect(forwardedForWithoutForgedEntries('[::ffff:203.0.113.7]:0')).toBe('::ffff:203.0.113.7');
+    expect(forwardedForWithoutForgedEntries('198.51.100.1:1, 203.0.113.7:65535, 10.0.0.5')).toBe('198.51.100.1, 203.0.113.7, 10.0.0.5');
+    expect(forwardedForWithoutForgedEntries(' [2001:db8::7]:8080 ,10.0.0.5')).toBe(' 2001:db8::7 ,10.0.0.5');
+    // A bare IPv6 address is one as it stands: its last group is never taken for a port.
+    expect(forwardedForWithoutForgedEntries('2001:db8::1:443')).toBe('2001:db8::1:443');
+    // The forged part of a header still goes, the ports of what is kept are removed.
+    expect(forwardedForWithoutForgedEntries('1.2.3.4:80, junk, 203.0.113.7:5678, 10.0.0.5')).toBe('203.0.113.7, 10.0.0.5');
+  });
+
+  it('takes an entry with a port that is not one, or an address that is not, for a forged entry', () => {
+    for (const entry of [
+      '1.2.3.4:65536',
+      '1.2.3.4:123456',
+      '1.2.3.4:',
+      '1.2.3.4:80a',
+      '1.2.3.4:-1',
+      '1.2.3.4: 80',
+      '1.2.3.4:80:80',
+      '1.2.3.400:80',
+      'example.com:80',
+      '[1.2.3.4]:80',
+      '[2001:db8::1]:',
+      '[2001:db8::1]:65536',
+      '[2001:db8::1]443',
+      '[2001:db8::1',
+      '2001:db8::1]:443',
+      '[]:443',
+      '[not-an-ip]:443',
+    ]) {
+      expect(forwardedForWithoutForgedEntries(`${entry}, 203.0.113.7`), entry).toBe('203.0.113.7');
+    }
   });
 });
