@@ -1,5 +1,7 @@
+import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type RateStore, localRateStore } from './fallback-rate-store.ts';
+import { type RateStore, localRateStore, redisRateStore } from './fallback-rate-store.ts';
+import { RedisAvailability } from './redis-availability.ts';
 
 // The in-process counts (no REDIS_URL, or Redis down): a client's count must
 // outlive any number of other clients until its window ends.
@@ -82,5 +84,35 @@ describe('the in-process rate-limit counts', () => {
     expect(read).toEqual({ current: 2, ttl: WINDOW - 1_000 });
     store.read('unknown', (_error, counted) => (read = counted));
     expect(read).toEqual({ current: 0, ttl: 0 });
+  });
+});
+
+describe('the Redis counts behind a stalled event loop', () => {
+  it('take an answer that arrived while the loop was blocked past the deadline, not a fall-back', async () => {
+    // The machine's Redis (127.0.0.1:6379); a missing one fails this test.
+    const redis = new Redis('redis://127.0.0.1:6379', { maxRetriesPerRequest: 1 });
+    const nameSpace = `test-stalled-loop-${process.pid}-${Date.now()}-`;
+    const failures: string[] = [];
+    const state = new RedisAvailability({ unavailable: (error) => failures.push(error.message), answersAgain: () => {} });
+    const store = redisRateStore({ redis, nameSpace, deadlineMs: 100, localForMs: 60_000, state });
+    const countInRedis = (key: string) =>
+      new Promise<number>((resolve, reject) => {
+        store.incr(key, (error, counted) => (error ? reject(error) : resolve(counted.current)), WINDOW, MAX);
+      });
+    try {
+      await redis.ping();
+      // Once first, so the counting script is loaded and the stalled count is a single round trip.
+      expect(await countInRedis('warm-up')).toBe(1);
+      const counted = countInRedis('stalled');
+      // The command is on the wire; the loop is blocked three deadlines long while Redis answers.
+      const blockedUntil = Date.now() + 300;
+      while (Date.now() < blockedUntil);
+      expect(await counted).toBe(1);
+      expect(failures).toEqual([]);
+      expect(await redis.get(`${nameSpace}stalled`)).toBe('1');
+    } finally {
+      await redis.del(`${nameSpace}warm-up`, `${nameSpace}stalled`);
+      await redis.quit();
+    }
   });
 });
