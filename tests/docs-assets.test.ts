@@ -55,6 +55,26 @@ describe('the /docs static files', () => {
     }
   });
 
+  it('answer HEAD with the headers GET sends for the same Accept-Encoding, and no body', async () => {
+    // Date and X-Request-Id differ from one answer to the next whatever the method.
+    const headersOf = ({ headers }: { headers: Record<string, unknown> }) => {
+      const { date: _date, 'x-request-id': _requestId, ...rest } = headers;
+      return rest;
+    };
+    for (const url of [BUNDLE, '/docs/static/swagger-ui.css']) {
+      for (const [acceptEncoding, expected] of [['gzip, deflate, br, zstd', 'br'], ['gzip', 'gzip'], ['identity', undefined]] as const) {
+        const request = { url, headers: { 'accept-encoding': acceptEncoding } };
+        const get = await app.inject({ ...request, method: 'GET' });
+        const head = await app.inject({ ...request, method: 'HEAD' });
+        expect(head.statusCode, `${url} ${acceptEncoding}`).toBe(200);
+        expect(head.headers['content-encoding'], `${url} ${acceptEncoding}`).toBe(expected);
+        expect(headersOf(head), `${url} ${acceptEncoding}`).toEqual(headersOf(get));
+        expect(Number(head.headers['content-length']), `${url} ${acceptEncoding}`).toBe(get.rawPayload.length);
+        expect(head.rawPayload.length, `${url} ${acceptEncoding}`).toBe(0);
+      }
+    }
+  });
+
   it('leave a range request to the static server (206, not compressed)', async () => {
     const response = await app.inject({ method: 'GET', url: BUNDLE, headers: { 'accept-encoding': 'br', range: 'bytes=0-99' } });
     expect(response.statusCode).toBe(206);

@@ -33,7 +33,11 @@ type Operation = {
   requestBody?: { content: Record<string, { schema: Schema }> };
   responses: Record<string, { headers?: Record<string, { description?: string; schema: Schema }>; content?: Record<string, { schema: Schema }> }>;
 };
-type Document = { paths: Record<string, Record<string, Operation>>; components: { schemas: Record<string, Schema> } };
+type Document = {
+  servers?: { url: string }[];
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, Schema> };
+};
 
 describe('the OpenAPI document', () => {
   let app: FastifyInstance;
@@ -72,6 +76,15 @@ describe('the OpenAPI document', () => {
       }
     }
     expect(operation('get', '/api/analytics').summary).not.toBe(operation('post', '/api/analytics').summary);
+  });
+
+  it('names the server as relative to the document, so a client reaches the API on the host it read /docs/json from', async () => {
+    expect(document.servers?.map((server) => server.url)).toEqual(['/']);
+    // OpenAPI 3: a relative server URL is read against the URL the document was fetched from.
+    const server = new URL(document.servers![0].url, 'https://api.example.org/docs/json');
+    const operationUrl = new URL(`${server.pathname.replace(/\/$/, '')}/api/websites`, server);
+    expect(operationUrl.href).toBe('https://api.example.org/api/websites');
+    expect((await app.inject({ url: operationUrl.pathname })).statusCode).not.toBe(404);
   });
 
   it('gives every operation a summary, and the auth routes a description of their refusals', () => {

@@ -4,7 +4,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { contractOf } from '../lib/documented-as.ts';
-import { compressDocsAssets } from './docs-assets.ts';
+import { compressDocs } from './docs-assets.ts';
 import { type OpenApiDocument, withErrorResponses } from './openapi-responses.ts';
 import type { z } from 'zod';
 
@@ -63,6 +63,14 @@ export default fp<{ version: string }>(
       openapi: {
         openapi: '3.1.0',
         info: { title: 'Portfolio backend', description: 'JSON API of the portfolio web site.', version },
+        // The configuration names no public address of the API (FRONTEND_URL, ADMIN_URL and
+        // SUPABASE_URL are other servers'), so the server is relative: OpenAPI 3 reads `/` against
+        // the URL the document was fetched from, and Swagger UI's "Try it out" calls the host that
+        // served /docs/json. A missing `servers` means the same, but generators that take a base
+        // URL from it (openapi-generator's clients) fall back to http://localhost without one. A
+        // path-relative `..` would follow the API below a path prefix too, but such generators
+        // paste it in as it is. openapi-typescript writes types only (openapi-fetch takes baseUrl).
+        servers: [{ url: '/', description: 'The host that serves this document' }],
         components: {
           securitySchemes: {
             bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
@@ -101,9 +109,9 @@ function docsPageCsp(header: string, { production }: { production: boolean }): s
 
 /** The /docs explorer: an HTML page, so app.ts registers it in the pages' scope. */
 export async function docsPage(pages: FastifyInstance, { production }: { production: boolean }) {
-  // In a scope of its own, so the compressing hook (plugins/docs-assets.ts) sees the explorer's routes alone.
+  // In a scope of its own, so the compressing hooks (plugins/docs-assets.ts) see the explorer's routes alone.
   await pages.register(async function docs(scope) {
-    await compressDocsAssets(scope);
+    await compressDocs(scope);
     await scope.register(swaggerUi, {
       routePrefix: '/docs',
       staticCSP: true,
