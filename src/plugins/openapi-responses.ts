@@ -134,6 +134,7 @@ const ROUTE_ERRORS: Record<string, number[]> = {
   'GET /api/analytics/realtime': [400, ...ADMIN, 404, 429, 503],
   'GET /api/analytics/date-range': [400, ...ADMIN, 404, 429, 503],
   'GET /api/analytics/date-range/export': [400, ...ADMIN, 404, 429, 503],
+  'POST /api/analytics/websites/{websiteId}/erasures': [...BODY, ...ADMIN, 404, 429, 503],
 };
 
 /**

@@ -8,6 +8,7 @@ import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { noStore } from '../../plugins/security.ts';
 import analyticsBatcherPlugin from './batcher.ts';
+import analyticsErasureRoutes from './erasure/routes.ts';
 import { createCountryLookup } from './geo.ts';
 import { analyticsCallerGuard, analyticsCallerOf } from './guard.ts';
 import { createIngestService } from './ingest-service.ts';
@@ -47,6 +48,7 @@ const analyticsRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, {
 
   await app.register(analyticsBatcherPlugin, { config });
   await app.register(analyticsRetentionPlugin, { config });
+  await app.register(analyticsErasureRoutes);
   const ingest = createIngestService({
     batcher: app.analyticsBatcher,
     saltSecret: config.ANALYTICS_SALT_SECRET,
