@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BEARER_CHALLENGES } from '../src/lib/errors.ts';
 import { RateWindow } from '../src/lib/rate-window.ts';
 import { signLegacyAdminToken } from '../src/lib/tokens.ts';
 import type { MetricsSnapshot } from '../src/plugins/metrics-snapshot.ts';
@@ -84,11 +85,19 @@ describe('metrics', () => {
 
   it('serves Prometheus text at /metrics for the METRICS_TOKEN bearer only', async () => {
     await app.inject({ method: 'GET', url: '/health' });
-    for (const headers of [{}, { authorization: 'Bearer wrong-token-of-some-length' }, { authorization: `Bearer ${adminToken}` }]) {
+    // RFC 6750's challenge, as on the other Bearer routes: `invalid_token` only when a token came.
+    for (const [headers, challenge] of [
+      [{}, BEARER_CHALLENGES.missing],
+      [{ authorization: 'Basic bWV0cmljczpzZWNyZXQ=' }, BEARER_CHALLENGES.missing],
+      [{ authorization: 'Bearer wrong-token-of-some-length' }, BEARER_CHALLENGES.invalid],
+      [{ authorization: `Bearer ${adminToken}` }, BEARER_CHALLENGES.invalid],
+    ] as const) {
       const refused = await app.inject({ method: 'GET', url: '/metrics', headers });
       expect(refused.statusCode).toBe(401);
       expect(refused.json()).toEqual({ success: false, error: 'Authentication required', statusCode: 401 });
+      expect(refused.headers['www-authenticate'], JSON.stringify(headers)).toBe(challenge);
     }
+    expect(BEARER_CHALLENGES.missing).toBe('Bearer');
     const response = await app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toContain('text/plain');

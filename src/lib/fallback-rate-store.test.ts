@@ -97,7 +97,7 @@ describe('the Redis counts behind a stalled event loop', () => {
     const store = redisRateStore({ redis, nameSpace, deadlineMs: 100, localForMs: 60_000, state });
     const countInRedis = (key: string) =>
       new Promise<number>((resolve, reject) => {
-        store.incr(key, (error, counted) => (error ? reject(error) : resolve(counted.current)), WINDOW, MAX);
+        store.incr(key, (error, counted) => (counted ? resolve(counted.current) : reject(error ?? new Error('no count'))), WINDOW, MAX);
       });
     try {
       await redis.ping();

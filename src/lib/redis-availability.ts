@@ -38,6 +38,11 @@ export class RedisAvailability implements CountingState {
     this.report = report;
   }
 
+  /** Whether an outage is under way: from Redis's first failure until it answers again. */
+  get isDown(): boolean {
+    return this.down;
+  }
+
   onFailure(error: Error): void {
     const begins = !this.down;
     if (begins) {

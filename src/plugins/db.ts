@@ -56,6 +56,24 @@ export class AcquireTimeoutError extends Error {
   readonly code = 'ACQUIRE_TIMEOUT';
 }
 
+/**
+ * The pool as request work sees it, for /metrics. postgres.js keeps its own
+ * queues private, so this counts what passes through asActor, the chains and
+ * `bounded`: the work on a request's path. Background workers' elevated
+ * queries are not in it; while they hold every connection, request work shows
+ * as waiting.
+ */
+export interface PoolState {
+  /** DATABASE_POOL_MAX. */
+  max: number;
+  /** Transactions, chains and bounded queries holding a connection. */
+  inUse: number;
+  /** Transactions, chains and bounded queries waiting for a connection. */
+  waiting: number;
+  /** Request work refused because no connection came by the acquire deadline, since start. */
+  acquireTimeouts: number;
+}
+
 export interface Database {
   /** Elevated: bypasses the caller's rights; only query functions named `...Elevated` take it. */
   sql: ElevatedSql;
@@ -85,6 +103,8 @@ export interface Database {
   ping(timeoutMs?: number): Promise<number>;
   /** Ends the pool; queries still running get `timeoutMs` before their connections are closed. */
   close(timeoutMs?: number): Promise<void>;
+  /** What request work holds and waits for in the pool now (PoolState). */
+  poolState(): PoolState;
 }
 
 export interface ChainOptions {
@@ -146,6 +166,36 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   });
   const statementTimeout = `${statementTimeoutMs}ms`;
 
+  // PoolState's counts. A bounded query is waiting until postgres.js puts it
+  // on a connection (`state` is set then), read when asked rather than tracked.
+  const poolMax = options.max ?? 10;
+  let inUse = 0;
+  let waiting = 0;
+  let acquireTimeouts = 0;
+  const boundedPending = new Set<object>();
+  /** One piece of request work: waiting for a connection, then holding it, then done. */
+  function poolWork() {
+    let stage: 'waiting' | 'holding' | 'done' = 'waiting';
+    waiting += 1;
+    return {
+      acquired() {
+        if (stage !== 'waiting') return;
+        waiting -= 1;
+        inUse += 1;
+        stage = 'holding';
+      },
+      done() {
+        if (stage === 'waiting') waiting -= 1;
+        else if (stage === 'holding') inUse -= 1;
+        stage = 'done';
+      },
+    };
+  }
+  const acquireTimeout = (message: string) => {
+    acquireTimeouts += 1;
+    return new AcquireTimeoutError(message);
+  };
+
   const claimsOf = (actor: DbActor) => JSON.stringify('claims' in actor && actor.claims ? actor.claims : { role: actor.role });
   /** Makes the transaction's role, JWT claims and statement timeout the actor's (until it ends). */
   const setActor = (tx: Tx, actor: DbActor, { genericPlans = false }: ChainOptions = {}) =>
@@ -154,8 +204,10 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   async function asActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>): Promise<T> {
     let started = false;
     let expired = false;
+    const slot = poolWork();
     const transaction = sql.begin(async (tx) => {
       started = true;
+      slot.acquired();
       // Its caller has had its 503 already: give the connection back at once.
       if (expired) throw new AcquireTimeoutError('connection acquired after the deadline');
       // Not awaited on its own: postgres.js pipelines it with the first query
@@ -166,12 +218,12 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
       await setup;
       return result;
     });
-    transaction.catch(() => {});
+    transaction.then(slot.done, slot.done);
     // The deadline is for the connection: a transaction that started runs on under its statement timeout.
     return (await withinDeadline(transaction, acquireTimeoutMs, () => {
       if (started) return undefined;
       expired = true;
-      return new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`);
+      return acquireTimeout(`no database connection within ${acquireTimeoutMs} ms`);
     })) as T;
   }
 
@@ -188,16 +240,20 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
 
   async function readChainedAsActor<T>(actor: DbActor, work: (tx: Tx) => Promise<T>, options?: ChainOptions): Promise<T> {
     const reservation = sql.reserve();
+    const slot = poolWork();
+    reservation.then(slot.acquired, slot.done);
     let connection: postgres.ReservedSql;
     try {
-      connection = await withinDeadline(
-        reservation,
-        acquireTimeoutMs,
-        () => new AcquireTimeoutError(`no database connection within ${acquireTimeoutMs} ms`),
-      );
+      connection = await withinDeadline(reservation, acquireTimeoutMs, () => acquireTimeout(`no database connection within ${acquireTimeoutMs} ms`));
     } catch (error) {
       // Its caller has had its 503: the connection goes back as soon as it comes.
-      reservation.then((late) => late.release(), () => {});
+      reservation.then(
+        (late) => {
+          late.release();
+          slot.done();
+        },
+        () => {},
+      );
       throw error;
     }
     try {
@@ -215,6 +271,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
       return result;
     } finally {
       connection.release();
+      slot.done();
     }
   }
 
@@ -234,7 +291,23 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
   }
 
   function bounded<T extends readonly postgres.MaybeRow[]>(query: postgres.PendingQuery<T>): Promise<T> {
-    return cancelledAtDeadline(query, acquireTimeoutMs, () => new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`));
+    boundedPending.add(query);
+    const settled = () => boundedPending.delete(query);
+    query.then(settled, settled);
+    return cancelledAtDeadline(query, acquireTimeoutMs, () => {
+      // Never put on a connection: a wait for one, as the other paths' deadline is.
+      if (!onConnection(query)) acquireTimeouts += 1;
+      return new AcquireTimeoutError(`no database answer within ${acquireTimeoutMs} ms`);
+    });
+  }
+
+  /** postgres.js sets a query's `state` (the backend's id) when it writes it to a connection. */
+  const onConnection = (query: object) => Boolean((query as { state?: unknown }).state);
+
+  function poolState(): PoolState {
+    let boundedWaiting = 0;
+    for (const query of boundedPending) if (!onConnection(query)) boundedWaiting += 1;
+    return { max: poolMax, inUse: inUse + boundedPending.size - boundedWaiting, waiting: waiting + boundedWaiting, acquireTimeouts };
   }
 
   async function ping(timeoutMs = 2_000): Promise<number> {
@@ -252,6 +325,7 @@ export function connectDatabase(url: string, options: DatabaseOptions = {}): Dat
     bounded,
     ping,
     close: (timeoutMs = 5_000) => sql.end({ timeout: timeoutMs / 1000 }),
+    poolState,
   };
 }
 

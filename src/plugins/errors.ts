@@ -16,6 +16,7 @@ import {
   UNSUPPORTED_CONTENT_TYPE,
 } from '../lib/errors.ts';
 import { redactUrl } from '../lib/redact.ts';
+import { countAsRefusal } from './refusal-log.ts';
 import { answeredOnConnection } from './request-log.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
@@ -127,6 +128,9 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   if (statusCode >= 500 && !expected) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
   else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, whoAskedWhat(request));
   else logRefusal(request, statusCode, message, error instanceof AppError && error.reason ? { reason: error.reason } : undefined);
+  // Stored as a count a minute, as the 4xx are (plugins/refusal-log.ts): a flood of ingestion's
+  // queue-full 503s stored one by one pushed the failures that said why out of app_logs.
+  if (statusCode >= 500 && expected) countAsRefusal(request);
   // Our budgets' 429 and the auth server's alike: clients that back off read the header. No
   // cache may keep a refusal, and the limiter's comes before a scope's own no-store hook.
   if (error instanceof RateLimitError) reply.header('retry-after', error.retryAfter).header('cache-control', 'no-store');
@@ -168,6 +172,9 @@ export function frameworkErrorHandler(headersFor: (origin: string | undefined) =
  * with `headers` (the security plugin's `headersWithoutRequest`: CORS for
  * the front end, which otherwise read a 431 or 408 as a network error).
  */
+/** The refusal count's key for requests the parser refused (plugins/refusal-log.ts): no route saw them. */
+const PARSER_REFUSALS = '(refused by the HTTP parser)';
+
 export function clientErrorHandler(headers: Record<string, string>) {
   const headerLines = Object.entries(headers)
     .map(([name, value]) => `${name}: ${value}\r\n`)
@@ -181,8 +188,11 @@ export function clientErrorHandler(headers: Record<string, string>) {
         : error.code === 'HPE_HEADER_OVERFLOW'
           ? [431, 'Request header fields too large']
           : [400, 'Malformed HTTP request'];
-    // No route saw it, so the refusal count (plugins/refusal-log.ts) does not either: an oversized cookie
-    // that locks a user out shows here. Not stored: a flood of these must not fill app_logs.
+    // No route saw it, so neither the refusal count's hook (plugins/refusal-log.ts) nor the request metrics
+    // do: counted here, under a key of its own. An oversized cookie that locks a user out shows there.
+    // Each line is not stored: a flood of these must not fill app_logs.
+    if (this.hasDecorator('countRefusal')) this.countRefusal(PARSER_REFUSALS, statusCode);
+    if (this.hasDecorator('metrics')) this.metrics.dependencies.parserRefused(statusCode, error.code);
     this.log.warn({ statusCode, code: error.code, remoteAddress: (socket as { remoteAddress?: string }).remoteAddress, persist: false }, 'request refused by the HTTP parser');
     // A request already answered (the rest of a refused body still arriving at the
     // request deadline) is only cut: its client would read our bytes as the answer

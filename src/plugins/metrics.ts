@@ -1,12 +1,14 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type MetricValue, Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import { counterOfTotal } from '../lib/counter-of-total.ts';
-import { LatencyHistogram, LatencySummary } from '../lib/latency-summary.ts';
+import { withinDeadline } from '../lib/deadline.ts';
+import { DURATION_BUCKETS_SECONDS, LatencyHistogram, LatencySummary } from '../lib/latency-summary.ts';
 import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
+import type { AuthServerObserver } from './supabase.ts';
 import { prometheusRoute } from './metrics-route.ts';
 import { type MetricsSample, type MetricsSnapshot, snapshotFrom } from './metrics-snapshot.ts';
 
@@ -28,6 +30,8 @@ declare module 'fastify' {
 
 export interface Metrics {
   registry: Registry;
+  /** What the app's dependencies report as it happens, for /metrics (DependencyMetrics). */
+  dependencies: DependencyMetrics;
   startedAt: Date;
   snapshot(): Promise<MetricsSnapshot>;
   /** One sample per second, oldest first, at most `historySeconds`. */
@@ -42,6 +46,15 @@ export interface MetricsOptions {
 
 const PERCENTILES = [0.5, 0.95, 0.99];
 const UNMATCHED = '(unmatched)';
+
+/**
+ * The methods the app serves, each a `method` label of its own. Node's parser
+ * takes 34 methods (PROPFIND, M-SEARCH, …): each with each route was about 24
+ * series more, for ever, and one client's 1,500 requests made every scrape 25
+ * times larger. Every other method is `other`.
+ */
+const LABELLED_METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+export const methodLabel = (method: string) => (LABELLED_METHODS.has(method) ? method : 'other');
 
 /** How often the event-loop delay is sampled (ms); what the loop is late by is what exceeds it. */
 const LAG_RESOLUTION_MS = 10;
@@ -133,9 +146,10 @@ export default fp<MetricsOptions>(
 
     function count(request: FastifyRequest, statusCode: number, elapsedMs: number) {
       const route = request.routeOptions.url ?? UNMATCHED;
-      requests.inc({ method: request.method, route, status_class: `${Math.floor(statusCode / 100)}xx` });
+      const method = methodLabel(request.method);
+      requests.inc({ method, route, status_class: `${Math.floor(statusCode / 100)}xx` });
       responses.inc({ status_code: String(statusCode) });
-      duration.observe(request.method, route, elapsedMs);
+      duration.observe(method, route, elapsedMs);
       recent.record(elapsedMs);
       window.record();
     }
@@ -189,9 +203,217 @@ export default fp<MetricsOptions>(
       lag.disable();
     });
 
-    app.decorate('metrics', { registry, startedAt, snapshot, history: () => samples.slice() } satisfies Metrics);
+    const dependencies = dependencyMetrics(app, registers);
+    app.decorate('metrics', { registry, startedAt, dependencies, snapshot, history: () => samples.slice() } satisfies Metrics);
 
     if (config.METRICS_TOKEN) prometheusRoute(app, registry, config.METRICS_TOKEN);
   },
   { name: 'metrics' },
 );
+
+/** Why an ingestion request was refused without its event being tried: the queue was full, or no batch took it in time. */
+export type IngestRefusal = 'queue_full' | 'queue_wait';
+
+/**
+ * The dependencies' side of /metrics: the series an on-call alerts on when a
+ * part the app needs fails (README, Metrics). Counters are told as things
+ * happen; gauges are read when scraped, from whoever registered a reading.
+ */
+export interface DependencyMetrics {
+  /** One call to the auth server (plugins/supabase.ts). */
+  authServerCall: AuthServerObserver;
+  /** A request refused for its budget (plugins/rate-limit.ts), by the budget's group. */
+  rateLimitRefused(group: string): void;
+  /** Whether the rate-limit store (Redis) is down and limits are counted in this process. */
+  watchRateLimitStore(isDown: () => boolean): void;
+  /** Events waiting in the ingestion group commit's queue (modules/analytics/batcher.ts). */
+  watchIngestQueue(waiting: () => number): void;
+  ingestRefused(reason: IngestRefusal): void;
+  /** A feedback notification e-mail the mail provider did not take (countNotificationSendFailure). */
+  notificationSendFailed(provider: string): void;
+  /** A request Node's HTTP parser refused (plugins/errors.ts, clientErrorHandler): no route saw it. */
+  parserRefused(statusCode: number, code: string | undefined): void;
+}
+
+/**
+ * Counts one feedback notification e-mail that failed to send (a refusal or
+ * no answer from the provider, each try once): what an alert on the mail
+ * provider reads. `provider` is the transport's name (resend, smtp).
+ */
+export function countNotificationSendFailure(app: FastifyInstance, provider: string): void {
+  if (app.hasDecorator('metrics')) app.metrics.dependencies.notificationSendFailed(provider);
+}
+
+/** How long one read of the outbox serves scrapes: many scrapers (or a fast one) cost one query per this. */
+const OUTBOX_READ_EVERY_MS = 5_000;
+/** A scrape waits this long for the outbox's read, then answers without it. */
+const OUTBOX_READ_DEADLINE_MS = 1_000;
+
+/** Notifications owed (neither sent nor given up), as the worker's claim reads them; one index-only scan of its partial index. */
+const OUTBOX_OWED = `select count(*)::int as owed, coalesce(extract(epoch from now() - min(created_at)), 0)::float8 as oldest_age_seconds
+  from public.feedback_outbox where sent_at is null and gave_up_at is null`;
+
+/**
+ * A gauge read when scraped that has no sample while `read` has no value.
+ * prom-client's own gauge writes 0 for a gauge without labels that was not
+ * set, and a 0 for "unknown" reads as "all is well" to an alert.
+ */
+class GaugeOfReading {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'gauge' as const;
+  readonly aggregator = 'sum' as const;
+  private readonly read: () => Promise<number | undefined> | number | undefined;
+
+  constructor(name: string, help: string, registers: Registry[], read: () => Promise<number | undefined> | number | undefined) {
+    this.name = name;
+    this.help = help;
+    this.read = read;
+    for (const registry of registers) registry.registerMetric(this as never);
+  }
+
+  async get() {
+    const value = await this.read();
+    const values: MetricValue<string>[] = value === undefined ? [] : [{ value, labels: {} }];
+    return { name: this.name, help: this.help, type: this.type, values, aggregator: this.aggregator };
+  }
+
+  reset() {}
+}
+
+function dependencyMetrics(app: FastifyInstance, registers: Registry[]): DependencyMetrics {
+  // The pool, as request work sees it (plugins/db.ts, PoolState); read from the app's own counts, no query.
+  const pool = () => (app.hasDecorator('db') ? app.db.poolState() : undefined);
+  new GaugeOfReading('db_pool_connections_max', 'Most connections the pool opens (DATABASE_POOL_MAX)', registers, () => pool()?.max);
+  new GaugeOfReading(
+    'db_pool_connections_in_use',
+    "Pool connections held by request work (transactions, read chains, bounded queries; background workers' own queries are not counted). Near db_pool_connections_max for minutes: the pool is too small or queries too slow",
+    registers,
+    () => pool()?.inUse,
+  );
+  new GaugeOfReading(
+    'db_pool_requests_waiting',
+    'Request work waiting for a pool connection now. Alert when above 0 for a minute: requests are queueing for the database and will get 503 at DATABASE_ACQUIRE_TIMEOUT_MS',
+    registers,
+    () => pool()?.waiting,
+  );
+  counterOfTotal(
+    'db_pool_acquire_timeouts_total',
+    'Requests refused (503) because no pool connection came within DATABASE_ACQUIRE_TIMEOUT_MS. Any increase: the pool was exhausted',
+    registers,
+    () => pool()?.acquireTimeouts ?? 0,
+  );
+
+  // The outbox: one query at most every OUTBOX_READ_EVERY_MS, shared by the scrapes meanwhile.
+  let outboxRead: { at: number; result: Promise<{ owed: number; oldestAt: number } | undefined> } | undefined;
+  function readOutbox() {
+    if (outboxRead && Date.now() - outboxRead.at < OUTBOX_READ_EVERY_MS) return outboxRead.result;
+    const at = Date.now();
+    const result = (async () => {
+      if (!app.hasDecorator('db')) return undefined;
+      const query = app.db.sql.unsafe<{ owed: number; oldest_age_seconds: number }[]>(OUTBOX_OWED);
+      query.catch(() => {});
+      try {
+        const [row] = await withinDeadline(query, OUTBOX_READ_DEADLINE_MS, () => {
+          void Promise.resolve(query.cancel()).catch(() => {});
+          return new Error(`the outbox was not read within ${OUTBOX_READ_DEADLINE_MS} ms`);
+        });
+        return { owed: row.owed, oldestAt: at - row.oldest_age_seconds * 1000 };
+      } catch (error) {
+        app.log.warn({ err: error }, 'metrics: feedback outbox not read; its gauges are left out of this scrape');
+        return undefined;
+      }
+    })();
+    outboxRead = { at, result };
+    return result;
+  }
+  const outboxAbsent = 'No sample when the database could not be read (within 1 s) at the last read, never a stale figure; read at most every 5 s';
+  new GaugeOfReading(
+    'feedback_outbox_owed',
+    `Feedback notification e-mails owed: neither sent nor given up. Growing while feedback arrives: the mail provider or the worker is failing. ${outboxAbsent}`,
+    registers,
+    async () => (await readOutbox())?.owed,
+  );
+  new GaugeOfReading(
+    'feedback_outbox_oldest_owed_age_seconds',
+    `Age of the oldest owed feedback notification (0 when none is owed). Alert when above 300: notifications are not going out. ${outboxAbsent}`,
+    registers,
+    async () => {
+      const read = await readOutbox();
+      if (!read) return undefined;
+      return read.owed === 0 ? 0 : Math.max(0, (Date.now() - read.oldestAt) / 1000);
+    },
+  );
+  const sendFailures = new Counter({
+    name: 'feedback_notification_send_failures_total',
+    help: 'Feedback notification e-mails the mail provider did not take, each try counted, by provider. A rate above 0 for minutes: the provider is failing (a key revoked, an outage)',
+    labelNames: ['provider'] as const,
+    registers,
+  });
+
+  const authCalls = new Counter({
+    name: 'auth_server_requests_total',
+    help: 'Calls to the auth server (Supabase Auth) by outcome: ok, 4xx (its refusal of what a client sent), 5xx, unreachable, timeout (AUTH_TIMEOUT_MS). Alert on the rate of 5xx, unreachable and timeout: sign-in and every session check fail',
+    labelNames: ['outcome'] as const,
+    registers,
+  });
+  const authDuration = new Histogram({
+    name: 'auth_server_request_duration_seconds',
+    help: 'Time the auth server took to answer (or to fail), by outcome',
+    labelNames: ['outcome'] as const,
+    buckets: [...DURATION_BUCKETS_SECONDS],
+    registers,
+  });
+
+  const rateLimitRefusals = new Counter({
+    name: 'rate_limit_refusals_total',
+    help: "Requests refused (429) for their rate-limit budget, by the budget's group (general, auth, passwordReset, account, feedback, ingest). A jump: a client or an attack is at the limit",
+    labelNames: ['group'] as const,
+    registers,
+  });
+  let rateLimitStoreDown: (() => boolean) | undefined;
+  new GaugeOfReading(
+    'rate_limit_store_fallback',
+    'Whether the rate-limit store (Redis) is unavailable and limits are counted in this process (1), or counted in Redis (0). No sample without REDIS_URL. Alert when 1 for minutes: each instance counts on its own, so limits are per instance',
+    registers,
+    () => (rateLimitStoreDown ? Number(rateLimitStoreDown()) : undefined),
+  );
+
+  let ingestWaiting: (() => number) | undefined;
+  new GaugeOfReading(
+    'analytics_ingest_queue_events',
+    'Analytics events waiting in the group-commit queue for a batch (at ANALYTICS_QUEUE_MAX new events are refused). Staying high: the database writes too slowly',
+    registers,
+    () => ingestWaiting?.(),
+  );
+  const ingestRefusals = new Counter({
+    name: 'analytics_ingest_refusals_total',
+    help: 'Analytics events refused (503) without being tried, by reason: queue_full (ANALYTICS_QUEUE_MAX reached), queue_wait (no batch took the event within ANALYTICS_QUEUE_MAX_WAIT_MS). Any rate: ingestion is overloaded or the database slow',
+    labelNames: ['reason'] as const,
+    registers,
+  });
+
+  const parserRefusals = new Counter({
+    name: 'http_client_errors_total',
+    help: "Requests Node's HTTP parser refused before any route saw them (so in no other http_ series), by status (400 malformed, 408 too slow, 431 headers too large) and the parser's code. 431 from real users: a cookie grown too big locks them out",
+    labelNames: ['status_code', 'code'] as const,
+    registers,
+  });
+
+  return {
+    authServerCall(outcome, seconds) {
+      authCalls.inc({ outcome });
+      authDuration.observe({ outcome }, seconds);
+    },
+    rateLimitRefused: (group) => rateLimitRefusals.inc({ group }),
+    watchRateLimitStore(isDown) {
+      rateLimitStoreDown = isDown;
+    },
+    watchIngestQueue(waiting) {
+      ingestWaiting = waiting;
+    },
+    ingestRefused: (reason) => ingestRefusals.inc({ reason }),
+    notificationSendFailed: (provider) => sendFailures.inc({ provider }),
+    parserRefused: (statusCode, code) => parserRefusals.inc({ status_code: String(statusCode), code: code ?? 'unknown' }),
+  };
+}

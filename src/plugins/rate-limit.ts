@@ -61,14 +61,18 @@ export interface RateLimitOptions {
 /** Draws one request on a budget: `done()` when allowed, `done(429)` when over it (a callback onRequest hook). */
 export type Limiter = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
-/** One budget: `max` requests per `timeWindow` ms per client (an IPv4 address, an IPv6 /64), counted in `store`. */
-function budget(name: RateLimitGroup | 'general', max: number, timeWindow: number, store: RateStore): Limiter {
+/**
+ * One budget: `max` requests per `timeWindow` ms per client (an IPv4 address,
+ * an IPv6 /64), counted in `store`; `refused` hears each request it refuses.
+ */
+function budget(name: RateLimitGroup | 'general', max: number, timeWindow: number, store: RateStore, refused: (group: string) => void): Limiter {
   return function drawOnBudget(request, reply, done) {
     store.incr(
       `${name}:${clientNetworkOf(request.ip)}`,
       (error, count) => {
         if (error || !count) return done(error ?? new Error('rate-limit store gave no count'));
         if (count.current <= max) return done();
+        refused(name);
         const resetSeconds = Math.max(1, Math.ceil(count.ttl / 1000));
         // Retry-After and no-store come with every 429 from the error handler, and so does its one log line.
         reply.header('x-ratelimit-limit', max).header('x-ratelimit-remaining', 0).header('x-ratelimit-reset', resetSeconds);
@@ -82,6 +86,9 @@ function budget(name: RateLimitGroup | 'general', max: number, timeWindow: numbe
 
 export default fp<RateLimitOptions & { config: Config }>(
   async function rateLimitPlugin(app: FastifyInstance, { config, redisNamespace = config.RATE_LIMIT_REDIS_PREFIX }) {
+    // Refusals by group and the store's fall-back go to /metrics (plugins/metrics.ts), where the app has them.
+    const metrics = app.hasDecorator('metrics') ? app.metrics.dependencies : undefined;
+    const refused = metrics ? metrics.rateLimitRefused : () => {};
     let newStore: () => RateStore = localRateStore;
     let ping: () => Promise<number> | undefined = () => undefined;
     let claims = localClaims();
@@ -107,6 +114,7 @@ export default fp<RateLimitOptions & { config: Config }>(
         },
       });
       redis.on('error', (error: Error) => availability.onFailure(error));
+      metrics?.watchRateLimitStore(() => availability.isDown);
       redis.on('ready', () => availability.onReady());
       // A Redis that never answers must not hold up closing either.
       app.addHook('onClose', async () => {
@@ -138,13 +146,13 @@ export default fp<RateLimitOptions & { config: Config }>(
     app.decorate('newRateStore', () => newStore());
 
     const groups: Record<RateLimitGroup, Limiter> = {
-      auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore()),
-      passwordReset: budget('passwordReset', config.RATE_LIMIT_RESET_PER_MIN, MINUTE, newStore()),
-      account: budget('account', config.RATE_LIMIT_ACCOUNT_PER_MIN, MINUTE, newStore()),
-      feedback: budget('feedback', config.RATE_LIMIT_FEEDBACK_PER_15MIN, 15 * MINUTE, newStore()),
-      ingest: budget('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE, newStore()),
+      auth: budget('auth', config.RATE_LIMIT_AUTH_PER_MIN, MINUTE, newStore(), refused),
+      passwordReset: budget('passwordReset', config.RATE_LIMIT_RESET_PER_MIN, MINUTE, newStore(), refused),
+      account: budget('account', config.RATE_LIMIT_ACCOUNT_PER_MIN, MINUTE, newStore(), refused),
+      feedback: budget('feedback', config.RATE_LIMIT_FEEDBACK_PER_15MIN, 15 * MINUTE, newStore(), refused),
+      ingest: budget('ingest', config.RATE_LIMIT_INGEST_PER_15MIN, 15 * MINUTE, newStore(), refused),
     };
-    const general = budget('general', config.RATE_LIMIT_GENERAL_PER_15MIN, 15 * MINUTE, newStore());
+    const general = budget('general', config.RATE_LIMIT_GENERAL_PER_15MIN, 15 * MINUTE, newStore(), refused);
     app.decorate('rateLimitGroups', { ...groups, general });
 
     // Unknown routes are counted too (general budget): scanning costs budget.

@@ -1,12 +1,29 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 
-// Refused requests (4xx) are stored as counts, one entry per route, status
-// and minute, never one row per request: a flood of hostile requests would
-// otherwise push real errors out of app_logs. Each refusal is still on the
-// process's own output (plugins/errors.ts logs it with `persist: false`).
-// Unknown URLs share one key, and the number of keys per minute is capped,
-// so varying the URL cannot grow the table either.
+// Refused requests (4xx, and the 503s of overload: countAsRefusal) are stored
+// as counts, one entry per route, status and minute, never one row per
+// request: a flood of hostile requests would otherwise push real errors out
+// of app_logs. Each refusal is still on the process's own output
+// (plugins/errors.ts logs it with `persist: false`). Unknown URLs share one
+// key, and the number of keys per minute is capped, so varying the URL
+// cannot grow the table either. Requests Node's parser refused are counted
+// too (`app.countRefusal`), under one key of their own.
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Counts a refusal no route answered (Node's parser's), under `route`, in this minute's counts. */
+    countRefusal(route: string, status: number): void;
+  }
+}
+
+/** 5xx answers that are refusals, not failures (overload, shutdown): counted as the 4xx are. */
+const refusedWith5xx = new WeakSet<FastifyRequest>();
+
+/** Counts `request`'s 5xx answer as a refusal (plugins/errors.ts, for BusyError and its kind), not a failure. */
+export function countAsRefusal(request: FastifyRequest): void {
+  refusedWith5xx.add(request);
+}
 
 const UNKNOWN_ROUTE = '(unknown route)';
 const OTHER_ROUTES = '(other routes)';
@@ -34,7 +51,7 @@ export default fp<RefusalLogOptions>(
     // A callback hook: it runs on every answer, and an async one costs a promise each time.
     app.addHook('onResponse', function countRefusal(request, reply, done) {
       const status = reply.statusCode;
-      if (status >= 400 && status < 500) count(request.routeOptions.url ? `${request.method} ${request.routeOptions.url}` : UNKNOWN_ROUTE, status);
+      if ((status >= 400 && status < 500) || (status >= 500 && refusedWith5xx.has(request))) count(request.routeOptions.url ? `${request.method} ${request.routeOptions.url}` : UNKNOWN_ROUTE, status);
       done();
     });
 
@@ -49,6 +66,8 @@ export default fp<RefusalLogOptions>(
         }
       }
     }
+
+    app.decorate('countRefusal', count);
 
     const timer = setInterval(() => write(new Date(Math.floor(Date.now() / 60_000) * 60_000).toISOString()), flushIntervalMs);
     timer.unref();

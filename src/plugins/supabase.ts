@@ -137,15 +137,35 @@ function fetchFailure(error: unknown, timeoutMs: number): unknown {
   return new Error(`${error.message}: ${code}${message}`, { cause: error });
 }
 
-/** fetch for auth calls, with a deadline on each call so a hung auth server cannot hold a request. */
-export function deadlineFetch(timeoutMs: number): typeof fetch {
+/** How a call to the auth server ended, for /metrics: its answer's status class, or no answer. */
+export type AuthServerOutcome = 'ok' | '4xx' | '5xx' | 'unreachable' | 'timeout';
+
+/** Told of every call to the auth server, with its duration in seconds. */
+export type AuthServerObserver = (outcome: AuthServerOutcome, seconds: number) => void;
+
+function outcomeOf(status: number): AuthServerOutcome {
+  if (status >= 500) return '5xx';
+  return status >= 400 ? '4xx' : 'ok';
+}
+
+/**
+ * fetch for auth calls, with a deadline on each call so a hung auth server
+ * cannot hold a request; `observe` hears how each call ended (a call its
+ * caller called off is no outcome of the auth server's, and is not told).
+ */
+export function deadlineFetch(timeoutMs: number, observe?: AuthServerObserver): typeof fetch {
   return async (input, init) => {
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
     try {
-      return await fetch(input, {
+      const response = await fetch(input, {
         ...init,
         signal: init?.signal ? AbortSignal.any([init.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
       });
+      observe?.(outcomeOf(response.status), seconds());
+      return response;
     } catch (error) {
+      if (!init?.signal?.aborted) observe?.((error as Error | null)?.name === 'TimeoutError' ? 'timeout' : 'unreachable', seconds());
       throw fetchFailure(error, timeoutMs);
     }
   };
@@ -161,14 +181,14 @@ export function withinDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<
   return raceDeadline(work, timeoutMs, () => withCause(authUnavailable(), new Error(`no answer from the auth server within ${timeoutMs} ms`)));
 }
 
-export function createSupabaseAuth(config: Config): SupabaseAuth {
+export function createSupabaseAuth(config: Config, observe?: AuthServerObserver): SupabaseAuth {
   const { SUPABASE_URL: url, SUPABASE_ANON_KEY: anonKey, SUPABASE_SERVICE_ROLE_KEY: serviceKey } = config;
   const configured = Boolean(url && anonKey);
   // Not configured is the operator's choice, told once at the start: the same answer as the auth
   // server down (503), but logged as a refusal (plugins/errors.ts), since anyone can ask for it.
   const authNotConfigured = () => new NotConfiguredError(AUTH_UNAVAILABLE, `Supabase Auth is not configured: ${notSet({ SUPABASE_URL: url, SUPABASE_ANON_KEY: anonKey })}`);
   const adminNotConfigured = () => new NotConfiguredError(AUTH_UNAVAILABLE, notSet({ SUPABASE_URL: url, SUPABASE_SERVICE_ROLE_KEY: serviceKey }));
-  const authFetch = deadlineFetch(config.AUTH_TIMEOUT_MS);
+  const authFetch = deadlineFetch(config.AUTH_TIMEOUT_MS, observe);
   let adminClient: SupabaseClient | undefined;
 
   return {
@@ -200,7 +220,8 @@ export function createSupabaseAuth(config: Config): SupabaseAuth {
 
 export default fp<{ config: Config }>(
   async function supabasePlugin(app: FastifyInstance, { config }) {
-    const auth = createSupabaseAuth(config);
+    // Each call's outcome and duration go to /metrics (plugins/metrics.ts), where the app has them.
+    const auth = createSupabaseAuth(config, app.hasDecorator('metrics') ? app.metrics.dependencies.authServerCall : undefined);
     // Allowed (an API without accounts still serves feedback and analytics), but never silent.
     if (!auth.configured) {
       const missing = notSet({ SUPABASE_URL: config.SUPABASE_URL, SUPABASE_ANON_KEY: config.SUPABASE_ANON_KEY });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.ts';
-import { errorCode, serviceUnavailable, ShuttingDownError, withCause } from '../../lib/errors.ts';
+import { BusyError, errorCode, serviceUnavailable, ShuttingDownError, withCause } from '../../lib/errors.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
 import { ClosedError, createGroupCommit, QueueFullError, QueueTimeoutError } from './group-commit.ts';
 import { type EventRow, insertEventBatchQueryElevated, storedIds } from './ingest-queries.ts';
@@ -174,14 +174,27 @@ export default fp<{ config: Config }>(
       write,
     });
 
+    // The queue's depth and its refusals go to /metrics (plugins/metrics.ts), where the app has them.
+    const metrics = app.hasDecorator('metrics') ? app.metrics.dependencies : undefined;
+    metrics?.watchIngestQueue(() => batches.stats().queued);
+
     app.decorate('analyticsBatcher', {
       async record(row: EventRow) {
         let outcome: RowOutcome;
         try {
           outcome = await batches.add(row);
         } catch (error) {
-          if (error instanceof QueueFullError) throw serviceUnavailable('Too many analytics events waiting; try again shortly');
-          if (error instanceof QueueTimeoutError) throw serviceUnavailable('Analytics events are being written slowly; try again shortly');
+          // Backpressure: overload turned away before its event was tried, as a refusal (warn, no
+          // stack, stored only as a count a minute), not a failure. A flood of them filled the log
+          // queue and pushed out the batch failures that say why (`analytics batch failed`).
+          if (error instanceof QueueFullError) {
+            metrics?.ingestRefused('queue_full');
+            throw new BusyError('Too many analytics events waiting; try again shortly', 'ingest queue full (ANALYTICS_QUEUE_MAX)');
+          }
+          if (error instanceof QueueTimeoutError) {
+            metrics?.ingestRefused('queue_wait');
+            throw new BusyError('Analytics events are being written slowly; try again shortly', 'no batch took the event within ANALYTICS_QUEUE_MAX_WAIT_MS');
+          }
           if (error instanceof ClosedError) throw new ShuttingDownError('Service is shutting down');
           // The batch's failure: each request's `request failed` line says why (the batch's own
           // line has no request ids), its client only that the event was not stored.
