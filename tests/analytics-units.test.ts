@@ -187,7 +187,9 @@ describe('facts derived from a request', () => {
     ['https://www.Google.com/search?q=jane+doe', 'https://www.google.com/search'],
     ['https://user:pass@news.example.org/item#comments', 'https://news.example.org/item'],
     ['http://www2.example.org', 'http://www2.example.org/'],
-    ['https://shop.example:8443/a%20b/c?x=1', 'https://shop.example:8443/a%20b/c'],
+    // The path in a page's one spelling (canonicalPath): escapes of UTF-8 decoded, the rest in upper case.
+    ['https://shop.example:8443/a%20b/c?x=1', 'https://shop.example:8443/a b/c'],
+    ['https://shop.example/caf%c3%a9/%2f%c3', 'https://shop.example/café/%2F%C3'],
     ['android-app://com.slack/', 'android-app://com.slack/'],
     ['mailto:jane@example.com', null],
     ['file:///Users/jane/page.html', null],

@@ -3,7 +3,7 @@ import net, { type AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../scripts/stack/free-port.ts';
-import { csvCell, csvLine } from '../src/lib/csv.ts';
+import { csvCell, csvLine, UTF8_BOM } from '../src/lib/csv.ts';
 import { legacyAdmin, refusedTokens } from './support/admin-auth.ts';
 import { buildTestApp } from './support/app.ts';
 import { createWebsite, insertEvents, type TestWebsite } from './support/analytics.ts';
@@ -18,8 +18,10 @@ import { waitFor } from './support/feedback-fixtures.ts';
 const sql = testSql();
 afterAll(() => sql.end());
 
-/** Splits CSV text into rows of cells (RFC 4180 quoting). */
-function parseCsv(text: string): string[][] {
+/** Splits an export's CSV text into rows of cells (RFC 4180 quoting), after the byte order mark every export starts with. */
+function parseCsv(exported: string): string[][] {
+  expect(exported.startsWith(UTF8_BOM), 'the byte order mark').toBe(true);
+  const text = exported.slice(UTF8_BOM.length);
   const rows: string[][] = [];
   let row: string[] = [];
   let cell = '';
@@ -77,8 +79,10 @@ describe('exports', () => {
     expect(response.statusCode).toBe(200);
     expect(response.headers['content-type']).toBe('text/csv; charset=utf-8');
     expect(response.headers['content-disposition']).toBe(`attachment; filename="analytics-${site.id}-2026-03-31-2026-04-03.csv"`);
+    // UTF-8 with a byte order mark, as every export (docs/analytics.md, "Exports").
+    expect([...response.rawPayload.subarray(0, 3)]).toEqual([0xef, 0xbb, 0xbf]);
     expect(response.body).toBe(
-      'date,pageViews,uniqueVisitors,sessions\r\n2026-03-31,0,0,0\r\n2026-04-01,2,1,1\r\n2026-04-02,0,0,0\r\n2026-04-03,1,1,1\r\n',
+      '\uFEFFdate,pageViews,uniqueVisitors,sessions\r\n2026-03-31,0,0,0\r\n2026-04-01,2,1,1\r\n2026-04-02,0,0,0\r\n2026-04-03,1,1,1\r\n',
     );
     const json = await app.inject({ method: 'GET', url: `/api/analytics/date-range?${query}`, headers: admin });
     const fromJson = json.json().data.days.map((day: Record<string, unknown>) => [day.date, day.pageViews, day.uniqueVisitors, day.sessions].join(','));

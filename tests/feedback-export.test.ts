@@ -35,6 +35,8 @@ async function exportedLine(websiteId: string, body: Record<string, unknown>, tr
     select created_at, updated_at, resolved_at from public.feedback where id = ${id}`;
   const lines = response.body.split('\r\n');
   expect(lines).toHaveLength(3);
+  // A UTF-8 byte order mark first, for Excel on Windows (docs/feedback.md).
+  expect(lines[0].startsWith('\uFEFFid,')).toBe(true);
   return { id, row, line: lines[1] };
 }
 

@@ -149,7 +149,7 @@ describe('POST /api/feedback (public submission)', () => {
   });
 
   it('accepts RFC 5322 addresses beyond the everyday shape', async () => {
-    for (const email of ["o'brien+feedback@example.test", 'first.last@sub.example.test', 'josé@example.test', '"john doe"@example.test', '"a\\"b"@example.test', 'x@[192.0.2.1]']) {
+    for (const email of ["o'brien+feedback@example.test", 'first.last@sub.example.test', 'josé@example.test', '"john doe"@example.test', '"a\\"b"@example.test', 'x@[192.0.2.1]', 'a&b{c}|d~@example.test', 'x@example.xn--p1ai']) {
       expect((await submit(feedbackBody({ email }))).statusCode, email).toBe(201);
     }
   });

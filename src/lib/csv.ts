@@ -24,13 +24,22 @@ export interface CsvSink {
 }
 
 /**
+ * The UTF-8 byte order mark every export starts with. Excel on Windows reads
+ * a double-clicked CSV without it in the ANSI code page (`Zoë` showed as
+ * `ZoÃ«`); with it, as UTF-8. Every export has it, ASCII-only ones too, so a
+ * program reading any of them strips it the same way (Python's `utf-8-sig`,
+ * most CSV libraries do so themselves).
+ */
+export const UTF8_BOM = '\uFEFF';
+
+/**
  * A stream to send as the reply, and `fill` run in the background to write
  * into it. A failure after the first byte cannot change the status any more:
  * the stream is destroyed, so the client sees a cut download, not a short file.
  */
 export function csvStream(header: string[], fill: (sink: CsvSink) => Promise<void>, onError: (error: unknown) => void): Readable {
   const stream = new PassThrough();
-  stream.write(csvLine(header));
+  stream.write(UTF8_BOM + csvLine(header));
   const gone = () => stream.destroyed || stream.writableEnded;
   const sink: CsvSink = {
     async write(values) {

@@ -15,4 +15,5 @@ export const AUTH_SUITES = [
   'the banned admin of tests/feedback-outbox.test.ts',
   'the real sessions of tests/users.test.ts',
   'the session functions of tests/migrations-hosted-roles.test.ts',
+  'the auth server\'s e-mail rule in tests/text-forms.test.ts',
 ];

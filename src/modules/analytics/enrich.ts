@@ -52,6 +52,91 @@ export function describeUserAgent(userAgent: string, touchScreen?: boolean | nul
   return touchScreen === true ? parsed.onTouchScreen : parsed.facts;
 }
 
+/**
+ * Does a path need canonicalPath's work? Only an escape or a non-ASCII
+ * character can have another spelling: the tracker's usual ASCII path costs
+ * this one test.
+ */
+const MAY_HAVE_OTHER_SPELLINGS = /[%\u0080-\uffff]/;
+const ESCAPE_RUN = /(?:%[0-9A-Fa-f]{2})+/g;
+
+/**
+ * Bytes kept escaped when decoded: `/ ? # %` would change what the path says
+ * (`a%2Fb` is one segment, `%3F` no query), and control characters are no
+ * text to show (Postgres text cannot hold NUL).
+ */
+const keepsEscape = (byte: number) => byte === 0x2f || byte === 0x3f || byte === 0x23 || byte === 0x25 || byte < 0x20 || byte === 0x7f;
+
+const escapeOf = (byte: number) => `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+
+/** Bytes of a UTF-8 sequence led by `lead`, and the range of its second byte (RFC 3629: no overlong forms, surrogates or code points past U+10FFFF); undefined for a byte that leads none. */
+function utf8Sequence(lead: number): { length: number; low: number; high: number } | undefined {
+  if (lead >= 0xc2 && lead <= 0xdf) return { length: 2, low: 0x80, high: 0xbf };
+  if (lead === 0xe0) return { length: 3, low: 0xa0, high: 0xbf };
+  if (lead === 0xed) return { length: 3, low: 0x80, high: 0x9f };
+  if (lead >= 0xe1 && lead <= 0xef) return { length: 3, low: 0x80, high: 0xbf };
+  if (lead === 0xf0) return { length: 4, low: 0x90, high: 0xbf };
+  if (lead === 0xf4) return { length: 4, low: 0x80, high: 0x8f };
+  if (lead >= 0xf1 && lead <= 0xf3) return { length: 4, low: 0x80, high: 0xbf };
+  return undefined;
+}
+
+/** Text decoded from escapes that keepsEscape would have kept. */
+const KEPT_CHARACTER = /[/?#%\u0000-\u001f\u007f]/;
+
+/** A run of escapes (`%C3%A9%2f`) with each valid UTF-8 sequence decoded and what stays escaped in upper-case hex. */
+function decodeEscapeRun(run: string): string {
+  // The usual run, valid UTF-8 with nothing to keep, decoded by the engine: a quarter of the walk below's cost.
+  try {
+    const decoded = decodeURIComponent(run);
+    if (!KEPT_CHARACTER.test(decoded)) return decoded;
+  } catch {
+    // Not valid UTF-8: the walk below decodes what is.
+  }
+  const bytes = Buffer.from(run.replaceAll('%', ''), 'hex');
+  let text = '';
+  for (let at = 0; at < bytes.length; ) {
+    const lead = bytes[at];
+    if (lead < 0x80) {
+      text += keepsEscape(lead) ? escapeOf(lead) : String.fromCharCode(lead);
+      at += 1;
+      continue;
+    }
+    const sequence = utf8Sequence(lead);
+    let valid = sequence !== undefined && at + sequence.length <= bytes.length;
+    for (let next = 1; valid && next < sequence!.length; next += 1) {
+      const byte = bytes[at + next];
+      valid = next === 1 ? byte >= sequence!.low && byte <= sequence!.high : byte >= 0x80 && byte <= 0xbf;
+    }
+    if (valid) {
+      text += bytes.toString('utf8', at, at + sequence!.length);
+      at += sequence!.length;
+    } else {
+      text += escapeOf(lead);
+      at += 1;
+    }
+  }
+  return text;
+}
+
+/**
+ * One spelling for one path, so a page is counted once: `/café`, `/caf%C3%A9`,
+ * `/caf%c3%a9` and `/cafe` + U+0301 (NFD) are all `/café`, `/a%20b` is `/a b`.
+ * Escapes that form valid UTF-8 are decoded, except those keepsEscape keeps
+ * (in upper-case hex, as is any escape left, such as a lone `%C3`), then the
+ * text is put in NFC. Only the part before a `?` or `#` is a path: a query's
+ * escapes can mean something (`%26` in a value). The result is never longer
+ * in UTF-8 than `maxBytes`: NFC can lengthen a few characters, and a path
+ * that would grow past the column is kept as sent.
+ */
+export function canonicalPath(text: string, maxBytes: number): string {
+  if (!MAY_HAVE_OTHER_SPELLINGS.test(text)) return text;
+  const pathEnd = text.search(/[?#]/);
+  const path = pathEnd === -1 ? text : text.slice(0, pathEnd);
+  const canonical = path.replace(ESCAPE_RUN, decodeEscapeRun).normalize('NFC') + (pathEnd === -1 ? '' : text.slice(pathEnd));
+  return Buffer.byteLength(canonical) <= maxBytes ? canonical : text;
+}
+
 /** The most the table's referrer column holds. */
 const MAX_STORED_REFERRER = 2048;
 
@@ -63,9 +148,10 @@ const NO_REFERRER = { stored: null, host: null } as const;
  *   fragment can carry whatever the referring page put there (an address, a
  *   search, a token: `https://mail.example/?to=<address>` was stored whole),
  *   and userinfo is credentials; the path alone says where a visit came from,
- *   as the tracker's `page` is a path too. Cut at the column's length: the
- *   parser percent-encodes the path, which can lengthen a referrer the route
- *   took at its limit (the result is ASCII).
+ *   as the tracker's `page` is a path too. The path is spelled as
+ *   canonicalPath spells a page. Cut at the column's length: the parser
+ *   percent-encodes the path, which can lengthen a referrer the route took at
+ *   its limit.
  * - `host`: lower case, without a leading `www.`.
  * Both null when absent, not a URL, or a URL without a host (mailto:, file:).
  */
@@ -79,7 +165,14 @@ export function referrerParts(referrer: string | null | undefined): { stored: st
   }
   if (url.host === '') return NO_REFERRER;
   const host = url.hostname.toLowerCase().replace(/^www\./, '');
-  return { stored: `${url.protocol}//${url.host}${url.pathname}`.slice(0, MAX_STORED_REFERRER), host: host === '' ? null : host.slice(0, 253) };
+  const origin = `${url.protocol}//${url.host}`;
+  // The path in canonicalPath's one spelling, as the page is: the parser keeps an escape's hex as it came.
+  // Decoded, it may hold non-ASCII text, which a cut could split: one too long is cut as the parser wrote it.
+  const stored = `${origin}${canonicalPath(url.pathname, Infinity)}`;
+  return {
+    stored: stored.length <= MAX_STORED_REFERRER ? stored : `${origin}${url.pathname}`.slice(0, MAX_STORED_REFERRER),
+    host: host === '' ? null : host.slice(0, 253),
+  };
 }
 
 /** The referrer's host (referrerParts). */

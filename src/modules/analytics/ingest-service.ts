@@ -3,16 +3,16 @@ import { badRequest } from '../../lib/errors.ts';
 import { isUuidText } from '../../lib/schemas.ts';
 import type { AnalyticsBatcher } from './batcher.ts';
 import { readCampaign } from './campaign.ts';
-import { createVisitorIds, describeUserAgent, referrerParts } from './enrich.ts';
+import { canonicalPath, createVisitorIds, describeUserAgent, referrerParts } from './enrich.ts';
 import type { CountryLookup } from './geo.ts';
 import { uuidv7 } from './ids.ts';
-import type { RecordEventBody } from './schemas.ts';
+import { PAGE_MAX_BYTES, type RecordEventBody } from './schemas.ts';
 import { websiteNotFound } from './service.ts';
 
-// Ingestion (POST /api/analytics): an event is enriched (device, referrer
-// cut to its origin and path, its host, campaign, country, visitor hash) and
-// stored through the group commit. The client's IP goes no further than the
-// country and the hash.
+// Ingestion (POST /api/analytics): an event is enriched (device, page and
+// referrer path in one spelling, referrer cut to its origin and path, its
+// host, campaign, country, visitor hash) and stored through the group commit.
+// The client's IP goes no further than the country and the hash.
 
 export type RecordResult = { kind: 'bot' } | { kind: 'stored'; id: string; timestamp: string };
 
@@ -42,7 +42,9 @@ export function createIngestService({
       const at = new Date();
       const timestamp = at.toISOString();
       const id = uuidv7(at.getTime());
-      const { page, campaign } = readCampaign(body.page);
+      const { page: pageAsSent, campaign } = readCampaign(body.page);
+      // One spelling per page (escapes, NFC), so the rollups count it once.
+      const page = canonicalPath(pageAsSent, PAGE_MAX_BYTES);
       const referrer = referrerParts(body.referrer);
       const outcome = await batcher.record({
         id,

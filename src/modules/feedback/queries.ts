@@ -108,9 +108,11 @@ function filterSql(filter: FeedbackFilter): { where: string; values: string[] } 
   }
   if (filter.email !== undefined) {
     // The stored column's own folding, so both sides are lowered alike
-    // (20261129210201_find_feedback_by_sender_email.sql).
+    // (20261129210201_find_feedback_by_sender_email.sql). The value comes in
+    // NFC, as addresses are stored since 2026-11-30; the NFD spelling finds a
+    // row stored decomposed before then. Both are index conditions.
     values.push(filter.email);
-    where += ` and email_lowercase = lower($${values.length})`;
+    where += ` and email_lowercase in (lower($${values.length}), lower(normalize($${values.length}, NFD)))`;
   }
   return { where, values };
 }

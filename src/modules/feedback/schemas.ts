@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { documentedAs } from '../../lib/documented-as.ts';
-import { isStorableText, limitSchema, OffsetSchema, PaginationSchema, requiredString, trimmedText, uuidInput } from '../../lib/schemas.ts';
+import {
+  emailText,
+  isStorableText,
+  limitSchema,
+  OffsetSchema,
+  PaginationSchema,
+  requiredString,
+  trimmedText,
+  uuidInput,
+} from '../../lib/schemas.ts';
 import { MAX_SCREENSHOT_CHARS, SCREENSHOT_MESSAGES, SCREENSHOT_TYPES, screenshotProblem } from './screenshot.ts';
 
 // Request and response shapes of the feedback routes (SPEC sections 2, 4, 7).
@@ -37,11 +46,14 @@ const formOptional = <T extends z.ZodType>(schema: T) =>
  * quoted string (its quotes and backslashes escaped), then a domain name or
  * an IPv4 literal. zod's RFC 5322 pattern, which this narrows, let control
  * characters into an atom and any character, a bare `"` included, between
- * the quotes. Non-ASCII letters stay allowed in atoms (RFC 6532).
+ * the quotes. Non-ASCII letters stay allowed in atoms (RFC 6532), and the
+ * last label may be an IDNA `xn--` label (`.xn--p1ai`, the A-label of `.рф`).
+ * Broader than the account routes' rule (lib/schemas.ts): this address only
+ * gets a reply from an admin, no auth server has to take it.
  */
 const ATOM = String.raw`[^<>()\[\]\\.,;:\s@"\u0000-\u001f\u007f]+`;
 const QUOTED_STRING = String.raw`"(?:[^"\\\u0000-\u001f\u007f]|\\[\u0020-\u007e])+"`;
-const DOMAIN = String.raw`(?:\[\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\]|(?:[a-zA-Z0-9-]+\.)+[a-zA-Z]{2,})`;
+const DOMAIN = String.raw`(?:\[\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}\]|(?:[a-zA-Z0-9-]+\.)+(?:[a-zA-Z]{2,}|[Xx][Nn]--[a-zA-Z0-9-]+))`;
 export const SUBMITTER_EMAIL = new RegExp(String.raw`^(?:${ATOM}(?:\.${ATOM})*|${QUOTED_STRING})@${DOMAIN}$`);
 
 // The SPEC's "all text inputs are HTML-escaped", said where a client generated
@@ -68,6 +80,8 @@ const submitted = {
   // limit (room for a screenshot) lets through, and the request was a 500.
   email: text('Email')
     .max(254, 'Invalid email format')
+    // One spelling of a non-ASCII address (NFC), as the sender filter looks it up.
+    .normalize('NFC')
     .pipe(z.email({ pattern: SUBMITTER_EMAIL, error: 'Invalid email format' }))
     // The document shows a pipe's input side, a plain string: say what the output side checks,
     // SUBMITTER_EMAIL with room for the white space the trim removes. `idn-email`, as letters of
@@ -78,7 +92,7 @@ const submitted = {
       pattern: String.raw`^\s*${SUBMITTER_EMAIL.source.slice(1, -1)}\s*$`,
       description:
         'Trimmed first; then at most 254 characters: an address of dot-separated atoms (letters of any script allowed) ' +
-        'or one quoted string, then @ and a domain name whose last label is 2 or more letters, or an IPv4 literal in brackets. Not lower-cased. ' +
+        'or one quoted string, then @ and a domain name whose last label is 2 or more letters or an `xn--` label, or an IPv4 literal in brackets. Put in NFC; not lower-cased. ' +
         STORED_ESCAPED,
     }),
   comment: text('Comment')
@@ -171,13 +185,14 @@ export const SubmitFeedbackResponseSchema = z.object({
 
 /**
  * The sender's address as typed, to compare with the stored one whatever the
- * case. Not checked as an address: an admin looking for a person's items
- * should find a row submitted before today's rules, not be refused. White
- * space alone is refused rather than read as no filter; `?email=` with no
- * value at all is not given, as with every key (README, "Query strings").
+ * case, in NFC as a submission stores it (emailText). Not checked as an
+ * address: an admin looking for a person's items should find a row submitted
+ * before today's rules (a quoted local part, non-ASCII letters), not be
+ * refused. White space alone is refused rather than read as no filter;
+ * `?email=` with no value at all is not given, as with every key (README,
+ * "Query strings").
  */
-const SenderEmailFilterSchema = requiredString('Email')
-  .trim()
+const SenderEmailFilterSchema = emailText()
   .min(1, 'Email must not be empty')
   .max(254, 'Email must be at most 254 characters')
   .refine(isStorableText, unstorable('Email'))
