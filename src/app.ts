@@ -84,6 +84,8 @@ export function serverOptions(config: Config, logger?: FastifyServerOptions['log
     },
     // plugins/graceful.ts answers requests that arrive while closing, in the envelope.
     return503OnClosing: false,
+    // How long one plugin may take to load, in wall time. The default 10 s ended starts under load (boot is ~2 s of CPU; 20–25 s wall at load 22–30) with a plain-text FastifyError; 120 s covers a small CPU quota, and a start that truly hangs still ends with a line (server.ts).
+    pluginTimeout: 120_000,
     // Errors the router raises before any hook runs (bad URL encoding, over-long
     // path parameters) get the same envelope and headers as every other error.
     frameworkErrors: frameworkErrorHandler(headersBeforeRouting(config)),

@@ -32,6 +32,12 @@ export const milliseconds = (fallback: number) =>
 export const intBetween = (min: number, max: number, fallback: number) =>
   wholeNumber(min, max, `must be a whole number from ${min} to ${max}`).default(fallback);
 
+/** Unset, empty, or a whole number from min to max: for a setting whose default depends on others (config.ts says which). */
+export function optionalIntBetween(min: number, max: number) {
+  const must = `must be a whole number from ${min} to ${max}`;
+  return optionalString.pipe(z.string().transform(Number).pipe(z.number({ error: must }).int(must).min(min, must).max(max, must)).optional());
+}
+
 /** A TCP port; 0 lets the system pick a free one (the tests' servers). */
 export const port = (fallback: number) => wholeNumber(0, 65535, 'must be a port from 0 to 65535').default(fallback);
 
@@ -55,6 +61,19 @@ export const origin = (example: string) =>
 
 /** Unset, empty, or an http(s) URL. */
 export const optionalUrl = (example: string) => optionalString.pipe(url(example).optional());
+
+/**
+ * Unset, empty, or a Supabase project's URL. Its clients add /auth/v1 (and
+ * /rest/v1) themselves: the auth server's URL, as copied from its settings,
+ * sent every sign-in to /auth/v1/auth/v1/token, and the start said nothing.
+ * Another path is kept: a self-hosted stack may sit below one.
+ */
+export const optionalSupabaseUrl = (example: string) =>
+  optionalString.pipe(
+    url(example)
+      .refine((value) => !/\/auth\/v1\/*$/i.test(URL.parse(value)?.pathname ?? ''), `must be the project URL such as ${example}, without /auth/v1: the client adds that itself`)
+      .optional(),
+  );
 
 // The URLs a client library parses itself (postgres.js, ioredis, nodemailer)
 // are checked here as that client reads them: a value it cannot read would
@@ -244,4 +263,21 @@ export const optionalTurnstileAction = optionalString.pipe(
     .string()
     .regex(/^[\w-]{1,32}$/, 'must be up to 32 letters, digits, _ or - (the action the Turnstile widget is given)')
     .optional(),
+);
+
+/** The address of a sender as nodemailer and Resend take it, the form a browser's e-mail field accepts (a@localhost too). */
+const SENDER_ADDRESS = z.regexes.html5Email;
+
+/**
+ * Unset, empty, or a sender: `address` or `Name <address>`. Anything else
+ * started silently, and every notification then failed in the outbox, for
+ * its twenty tries (about 13 hours).
+ */
+export const optionalEmailSender = optionalString.refine(
+  (value) => {
+    if (value === undefined) return true;
+    const named = /^[^<>]*<([^<>]+)>$/.exec(value.trim());
+    return SENDER_ADDRESS.test(named ? named[1].trim() : value.trim());
+  },
+  { message: 'must be an e-mail address, or a name and an address as Portfolio <no-reply@example.com>' },
 );

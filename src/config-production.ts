@@ -60,6 +60,12 @@ export function productionProblems(config: Settings): ProductionProblem[] {
           : 'EMAIL_FROM is invalid (in production, an address on a domain the provider accepts, not localhost)',
     });
   }
+  // The admin pages hold a session: a notification's link over plain http hands it to anyone on the
+  // way. Loopback stays allowed (a production build tried on one machine; productionWarnings names it).
+  const admin = config.ADMIN_URL === undefined ? undefined : URL.parse(config.ADMIN_URL);
+  if (admin?.protocol === 'http:' && !isLoopback(admin.hostname)) {
+    problems.push({ setting: 'ADMIN_URL', phrase: 'ADMIN_URL is invalid (in production, an https:// address: notification e-mails link to the admin pages there)' });
+  }
   return problems;
 }
 

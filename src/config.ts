@@ -6,10 +6,13 @@ import {
   intBetween,
   MAX_TIMER_MS,
   milliseconds,
+  optionalEmailSender,
   optionalHostnameList,
+  optionalIntBetween,
   optionalRedisUrl,
   optionalSecret,
   optionalSmtpUrl,
+  optionalSupabaseUrl,
   optionalString,
   optionalTurnstileAction,
   optionalUrl,
@@ -69,7 +72,7 @@ export const SettingsSchema = z.object({
   // feedback export's place in memory, for good (lib/csv.ts).
   EXPORT_STALL_MS: milliseconds(30_000),
 
-  SUPABASE_URL: optionalUrl('https://<ref>.supabase.co'),
+  SUPABASE_URL: optionalSupabaseUrl('https://<ref>.supabase.co'),
   SUPABASE_ANON_KEY: optionalString,
   SUPABASE_SERVICE_ROLE_KEY: optionalString,
   SUPABASE_JWT_SECRET: optionalString,
@@ -137,7 +140,7 @@ export const SettingsSchema = z.object({
   RESEND_API_KEY: optionalString,
   RESEND_BASE_URL: optionalUrl('https://api.resend.com'),
   SMTP_URL: optionalSmtpUrl('smtp://127.0.0.1:54325'),
-  EMAIL_FROM: optionalString.transform((value) => value ?? DEFAULT_EMAIL_FROM),
+  EMAIL_FROM: optionalEmailSender.transform((value) => value ?? DEFAULT_EMAIL_FROM),
   ADMIN_URL: optionalUrl('https://example.com/admin'),
   FEEDBACK_NOTIFY_EMAILS: optionalString
     .refine((value) => value === undefined || emailList(value).every((email) => z.email().safeParse(email).success), {
@@ -152,6 +155,11 @@ export const SettingsSchema = z.object({
   FEEDBACK_OUTBOX_RETRY_BASE_MS: milliseconds(30_000),
   FEEDBACK_OUTBOX_RETRY_MAX_MS: milliseconds(3_600_000),
   FEEDBACK_OUTBOX_MAX_ATTEMPTS: positiveInt(20),
+  // Notification e-mails per hour across every instance; past it, the
+  // notifications wait and go out together in a digest (docs/feedback.md).
+  // 0: no cap. Unset: 30, except under NODE_ENV=test (none: test apps share
+  // one database, and the cap would count every file's notifications).
+  FEEDBACK_NOTIFICATIONS_PER_HOUR: optionalIntBetween(0, 1_000_000),
   // Submissions with a screenshot (bodies over 64 KiB) handled at once per
   // process; others wait up to 3 s, then 503 (modules/feedback/screenshot-slots.ts).
   FEEDBACK_SCREENSHOTS_AT_ONCE: positiveInt(2),

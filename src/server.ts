@@ -4,6 +4,7 @@ import { buildApp, VERSION } from './app.ts';
 import { type Config, ConfigError, parseConfig } from './config.ts';
 import { productionWarnings } from './config-production.ts';
 import { nodeVersionWarning } from './lib/node-version.ts';
+import { unpatchedDependency } from './lib/patches-check.ts';
 import { shutdownBudget } from './lib/shutdown-budget.ts';
 import { loggerOptions } from './logger.ts';
 import { createCountryLookup } from './modules/analytics/geo.ts';
@@ -26,6 +27,7 @@ function exitOnConfigError(error: unknown): never {
 /** What a refused start's line is written to once the log exists. */
 interface StartLog {
   error(message: string): void;
+  error(fields: object, message: string): void;
 }
 
 /**
@@ -78,6 +80,20 @@ function countryDatabaseFailure(config: Config): string | undefined {
 }
 
 /**
+ * Where the rate limits are counted, for the start's log: a REDIS_URL mistyped
+ * or left out (two instances then each count alone, every budget doubled) was
+ * said nowhere. The host and port only: the URL's password is never logged.
+ */
+function rateLimitStore(config: Config): { fields: { rateLimitStore: 'redis' | 'memory'; redis?: string }; line: string } {
+  if (config.REDIS_URL === undefined) {
+    return { fields: { rateLimitStore: 'memory' }, line: 'rate limits are counted in process memory (REDIS_URL unset): each instance counts alone, and a restart forgets the counts' };
+  }
+  const redis = URL.parse(config.REDIS_URL);
+  const at = `${redis?.hostname || '127.0.0.1'}:${redis?.port || '6379'}`;
+  return { fields: { rateLimitStore: 'redis', redis: at }, line: `rate limits are counted in Redis at ${at}, shared by every instance that uses it` };
+}
+
+/**
  * How long after the first shutdown signal a further one is taken for a copy
  * of it and ignored. The same stop often arrives twice: npm passes SIGINT and
  * SIGTERM on to its child, which has had the signal already from the
@@ -101,6 +117,12 @@ async function main() {
     process.exit(1);
   }
 
+  const patchProblem = unpatchedDependency();
+  if (patchProblem) {
+    console.error(patchProblem);
+    process.exit(1);
+  }
+
   const logLevel = config.LOG_LEVEL;
   let app: FastifyInstance | undefined;
   let ownLog: pino.Logger | undefined;
@@ -112,7 +134,23 @@ async function main() {
     sayStartRefused(startLog(), logLevel, error.message);
     process.exit(1);
   };
-  app = await buildApp({ config, onFatal: exitOnLateConfigError }).catch(exitOnLateConfigError);
+  /**
+   * Anything else that ends the build (a plugin past Fastify's pluginTimeout on
+   * a machine short of CPU, a bug) is a log entry too, with its stack as a
+   * field, where it was an unhandled rejection in plain text.
+   */
+  const exitOnBuildError = (error: unknown): never => {
+    if (error instanceof ConfigError) return exitOnLateConfigError(error);
+    const { code, message = String(error) } = (error ?? {}) as { code?: string; message?: string };
+    const line =
+      code === 'FST_ERR_PLUGIN_TIMEOUT' || code === 'AVV_ERR_PLUGIN_EXEC_TIMEOUT' || code === 'AVV_ERR_READY_TIMEOUT'
+        ? `the app did not start in time (plugin ${/'[^']*'/.exec(message)?.[0] ?? 'unknown'} still loading past Fastify's pluginTimeout): the machine is short of CPU, or a start step hangs; give it more CPU, or start again`
+        : `the app failed to start: ${message}`;
+    if (logLevel === 'silent') console.error(line);
+    else startLog().error({ err: error }, line);
+    process.exit(1);
+  };
+  app = await buildApp({ config, onFatal: exitOnLateConfigError }).catch(exitOnBuildError);
 
   // SIGHUP: the terminal the server ran in was closed (an SSH session ended), which
   // ended the process on the spot, requests in flight and all, with no line in the log.
@@ -192,6 +230,8 @@ async function main() {
     await app.listen({ port: config.PORT, host: config.HOST });
     // Which build and which rules (production's or not) this process runs, for whoever reads its log.
     app.log.info({ version: VERSION, nodeEnv: config.NODE_ENV, node: process.version }, 'portfolio-backend started');
+    const store = rateLimitStore(config);
+    app.log.info(store.fields, store.line);
     const nodeWarning = nodeVersionWarning(process.version);
     if (nodeWarning) app.log.warn(nodeWarning);
     for (const warning of productionWarnings(config)) app.log.warn(warning);

@@ -83,6 +83,29 @@ describe('configuration messages', () => {
     expect(says(optionalSecret(32), '')).toEqual([]);
   });
 
+  it('SUPABASE_URL: the project URL, not the auth server\'s (its client adds /auth/v1, so sign-ins went to /auth/v1/auth/v1/token)', () => {
+    for (const value of ['https://abc.supabase.co/auth/v1', 'https://abc.supabase.co/auth/v1/', 'http://127.0.0.1:54321/AUTH/V1//']) {
+      expect(refusal({ SUPABASE_URL: value })).toBe(
+        'Invalid configuration: SUPABASE_URL is invalid (must be the project URL such as https://<ref>.supabase.co, without /auth/v1: the client adds that itself)',
+      );
+    }
+    // The project URL, with or without its slash, or below a path a self-hosted stack sits under.
+    for (const value of ['https://abc.supabase.co', 'https://abc.supabase.co/', 'https://example.com/supabase']) {
+      expect(parseConfig({ ...DEVELOPMENT, SUPABASE_URL: value }).SUPABASE_URL).toBe(value);
+    }
+  });
+
+  it('EMAIL_FROM: an address, or a name and an address in <>; anything else no notification could be sent from', () => {
+    for (const value of ['notanaddress', 'Portfolio no-reply@example.com', 'Portfolio <>', 'Portfolio <no-reply>', 'a@b@example.com']) {
+      expect(refusal({ EMAIL_FROM: value }), value).toBe(
+        'Invalid configuration: EMAIL_FROM is invalid (must be an e-mail address, or a name and an address as Portfolio <no-reply@example.com>)',
+      );
+    }
+    for (const value of ['no-reply@example.com', 'Portfolio <no-reply@example.com>', '"Doe, Jane" <jane@example.com>', 'Portfolio <no-reply@localhost>']) {
+      expect(parseConfig({ ...DEVELOPMENT, EMAIL_FROM: value }).EMAIL_FROM).toBe(value);
+    }
+  });
+
   it("the settings config.ts defines itself: PORT, NODE_ENV, LOG_LEVEL, URLs, tokens, batches", () => {
     expect(refusal({ PORT: 'eighty' })).toBe('Invalid configuration: PORT is invalid (must be a port from 0 to 65535)');
     expect(refusal({ ANALYTICS_SALT_SECRET: 'short' })).toBe('Invalid configuration: ANALYTICS_SALT_SECRET is invalid (must be at least 32 characters)');

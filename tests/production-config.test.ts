@@ -74,6 +74,17 @@ describe('production configuration', () => {
     expect(parseConfig({ ...base, NODE_ENV: 'development', RESEND_API_KEY: 're_test_key' }).EMAIL_FROM).toBe('Portfolio <no-reply@localhost>');
   });
 
+  it('ADMIN_URL over plain http is refused in production, where notification e-mails link to it; on this machine it is not', () => {
+    const base = { DATABASE_URL: 'postgres://x@127.0.0.1/x', ...SECRETS };
+    expect(() => parseConfig({ ...base, ADMIN_URL: 'http://admin.example.com/admin' })).toThrowError(
+      /^Invalid configuration: ADMIN_URL is invalid \(in production, an https:\/\/ address: notification e-mails link to the admin pages there\)$/,
+    );
+    for (const allowed of ['https://admin.example.com/admin', 'http://localhost:5173/admin', 'http://127.0.0.1:8080/admin']) {
+      expect(parseConfig({ ...base, ADMIN_URL: allowed }).ADMIN_URL).toBe(allowed);
+    }
+    expect(parseConfig({ ...base, NODE_ENV: 'development', ADMIN_URL: 'http://admin.example.com/admin' }).ADMIN_URL).toBe('http://admin.example.com/admin');
+  });
+
   it('features without a secret are turned off by name: CAPTCHA_PROVIDER=off, LEGACY_ADMIN_TOKEN=off', () => {
     const { CAPTCHA_SECRET: _captcha, ADMIN_JWT_SECRET: _admin, ...rest } = SECRETS;
     expect(() => parseConfig({ DATABASE_URL: 'postgres://x@127.0.0.1/x', ...rest })).toThrow(/CAPTCHA_SECRET is missing.*ADMIN_JWT_SECRET is missing/);
@@ -176,6 +187,30 @@ describe('production configuration', () => {
     } finally {
       server.child.kill('SIGTERM');
       await server.exited;
+    }
+  });
+
+  it('the start says where rate limits are counted: in process memory, or in Redis at its host and port (never its password)', async () => {
+    const stores = [
+      [{}, { rateLimitStore: 'memory', msg: 'rate limits are counted in process memory (REDIS_URL unset): each instance counts alone, and a restart forgets the counts' }],
+      [
+        { REDIS_URL: 'redis://:SecretRedisPW@127.0.0.1:6379/3' },
+        { rateLimitStore: 'redis', redis: '127.0.0.1:6379', msg: 'rate limits are counted in Redis at 127.0.0.1:6379, shared by every instance that uses it' },
+      ],
+    ] as const;
+    for (const [env, entry] of stores) {
+      const port = await freePort();
+      const server = startServer({ DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(port), LOG_LEVEL: 'info', FEEDBACK_OUTBOX_WORKER: 'false', ...SECRETS, ...env });
+      try {
+        await untilHealthy(server, `http://127.0.0.1:${port}`);
+        await expect.poll(() => server.output()).toContain('rate limits are counted');
+        const line = server.output().split('\n').find((text) => text.includes('rate limits are counted')) ?? '';
+        expect(JSON.parse(line)).toMatchObject({ level: 30, ...entry });
+        expect(server.output()).not.toContain('SecretRedisPW');
+      } finally {
+        server.child.kill('SIGTERM');
+        await server.exited;
+      }
     }
   });
 

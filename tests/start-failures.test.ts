@@ -1,6 +1,13 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../scripts/stack/free-port.ts';
+import { serverOptions } from '../src/app.ts';
+import { parseConfig } from '../src/config.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/secrets.ts';
 import { exitWithin, type SpawnedServer, startServer } from './support/spawned-server.ts';
@@ -186,6 +193,76 @@ describe('refused once the log has begun: the line is a log entry (JSON, error),
       expect(server.output()).not.toContain('SuperSecretPW');
     } finally {
       await refuser.close();
+    }
+  });
+});
+
+describe('a dependency patch not in effect (npm ci --ignore-scripts, a patch that did not apply)', () => {
+  const ROOT = path.resolve(import.meta.dirname, '..');
+
+  it('postgres.js as published: one line naming the patch and the fix, exit code 1, before the log begins', async () => {
+    // The server's sources beside this checkout's packages, postgres.js copied and its patch taken back out.
+    const copy = await mkdtemp(path.join(tmpdir(), 'start-unpatched-'));
+    try {
+      for (const part of ['package.json', 'src']) await cp(path.join(ROOT, part), path.join(copy, part), { recursive: true });
+      await mkdir(path.join(copy, 'node_modules'));
+      for (const name of await readdir(path.join(ROOT, 'node_modules'))) {
+        if (name !== 'postgres') await symlink(path.join(ROOT, 'node_modules', name), path.join(copy, 'node_modules', name));
+      }
+      await cp(path.join(ROOT, 'node_modules/postgres'), path.join(copy, 'node_modules/postgres'), { recursive: true });
+      execFileSync('patch', ['-R', '-p1', '-s', '-d', copy, '-i', path.join(ROOT, 'patches/postgres+3.4.9.patch')]);
+
+      const env = { ...PRODUCTION, DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(await freePort()), LOG_LEVEL: 'info' };
+      const child = spawn(process.execPath, [path.join(copy, 'src/server.ts')], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk) => (output += chunk));
+      child.stderr.on('data', (chunk) => (output += chunk));
+      const server: SpawnedServer = { child, exited: new Promise((resolve) => child.on('exit', resolve)), output: () => output };
+      started.push(server);
+      await expectStopped(
+        server,
+        'postgres is not patched (patches/postgres+3.4.9.patch is not in effect in node_modules/postgres/src/connection.js): run npm ci (install scripts on: its postinstall applies the patch) or npx patch-package',
+      );
+      // Refused before the app was built: nothing was logged, nothing listened.
+      expect(output).not.toContain('{');
+    } finally {
+      await rm(copy, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a start past Fastify\'s pluginTimeout (a machine short of CPU)', () => {
+  it('the timeout is well above a loaded boot (20–25 s wall), and reaching it ends the start with one JSON log entry, exit code 1', async () => {
+    const env = { ...PRODUCTION, DATABASE_URL: asLoginRole(inject('stack').databaseUrl), PORT: String(await freePort()), LOG_LEVEL: 'info', REQUEST_TIMEOUT_MS: '60000' };
+    const { pluginTimeout } = serverOptions(parseConfig(env));
+    expect(pluginTimeout).toBeGreaterThanOrEqual(60_000);
+    // Starved of CPU, the boot would outlast it: here its timer is made to fire at once instead.
+    const directory = await mkdtemp(path.join(tmpdir(), 'start-timeout-'));
+    try {
+      const preload = path.join(directory, 'plugin-timeout-now.mjs');
+      await writeFile(
+        preload,
+        `const real = globalThis.setTimeout;\nglobalThis.setTimeout = (fn, ms, ...args) => real(fn, ms === ${pluginTimeout} ? 1 : ms, ...args);\n`,
+      );
+      const child = spawn(process.execPath, ['--import', pathToFileURL(preload).href, path.resolve(import.meta.dirname, '../src/server.ts')], {
+        env: { PATH: process.env.PATH ?? '', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk) => (output += chunk));
+      child.stderr.on('data', (chunk) => (output += chunk));
+      const server: SpawnedServer = { child, exited: new Promise((resolve) => child.on('exit', resolve)), output: () => output };
+      started.push(server);
+      expect(await exitWithin(server, 15_000), output).toBe(1);
+      // Every line is JSON, the last the refusal at error; no plain-text FastifyError.
+      const entries = output.trim().split('\n').map((line) => JSON.parse(line) as { level: number; msg: string; err?: { code?: string } });
+      expect(entries.at(-1)).toMatchObject({
+        level: 50,
+        msg: expect.stringMatching(/^the app did not start in time \(plugin '[\w-]+' still loading past Fastify's pluginTimeout\): the machine is short of CPU/),
+        err: { code: 'AVV_ERR_PLUGIN_EXEC_TIMEOUT' },
+      });
+    } finally {
+      await rm(directory, { recursive: true, force: true });
     }
   });
 });
