@@ -288,7 +288,8 @@ describe('more recipients than Resend takes in one e-mail', () => {
 describe('never lost, never twice', () => {
   it('provider down: the submission still succeeds; after recovery the e-mail arrives exactly once', async () => {
     resend.mode = 'down';
-    const app = await resendApp();
+    const metricsToken = 'metrics-token-for-the-outbox-tests-0123';
+    const app = await resendApp({ METRICS_TOKEN: metricsToken });
     const started = performance.now();
     const id = await submit(app);
     const submitMs = performance.now() - started;
@@ -300,6 +301,10 @@ describe('never lost, never twice', () => {
     expect(resend.sentAbout(id)).toHaveLength(0);
     const failing = await outboxOf(id);
     expect(failing).toMatchObject({ sent_at: null, gave_up_at: null, last_error: expect.stringContaining('resend 503') });
+    // Each refused try is counted for the alerts (docs/admin.md, "What to alert on").
+    const scrape = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${metricsToken}` } });
+    const failures = /^feedback_notification_send_failures_total\{provider="resend"\} (\d+)$/m.exec(scrape.body);
+    expect(Number(failures?.[1])).toBeGreaterThanOrEqual(3);
 
     resend.mode = 'up';
     await waitFor(async () => (await outboxOf(id)).sent_at !== null, 10_000, 'delivery after recovery');

@@ -5,7 +5,6 @@ import { gunzipSync } from 'node:zlib';
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { countNotificationSendFailure } from '../src/plugins/metrics.ts';
 import { createWebsite } from './support/analytics.ts';
 import { buildTestApp, buildTestAppWithLog } from './support/app.ts';
 import { legacyAdmin } from './support/admin-auth.ts';
@@ -137,18 +136,6 @@ describe('the feedback outbox on /metrics', () => {
     } finally {
       await app.close();
       await database.sql`delete from public.feedback`;
-    }
-  });
-
-  it('counts mail failures by provider through countNotificationSendFailure', async () => {
-    const app = await buildTestApp({ DATABASE_URL: database.url, METRICS_TOKEN });
-    try {
-      expect(await scrape(app).then((response) => response.body)).toContain('# TYPE feedback_notification_send_failures_total counter');
-      countNotificationSendFailure(app, 'resend');
-      countNotificationSendFailure(app, 'resend');
-      expect(await sample(app, 'feedback_notification_send_failures_total{provider="resend"}')).toBe(2);
-    } finally {
-      await app.close();
     }
   });
 });

@@ -38,10 +38,19 @@ export function feedbackLink(base: string, id: string): string {
 // Line breaks and other control characters (C0, C1, the Unicode line and
 // paragraph separators) in a one-line field of the plain text; in the
 // comment, whatever a mail client may break a line on starts a quoted line.
+// (The digest of notifications held back by the cap, digest.ts, shows its items with them too.)
 const LINE_BREAKING = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]+/g;
-const oneLine = (value: string) => value.replace(LINE_BREAKING, ' ');
+export const oneLine = (value: string) => value.replace(LINE_BREAKING, ' ');
 const LINE_BREAK = /\r\n|[\n\v\f\r\u001c-\u001e\u0085\u2028\u2029]/;
-const quoted = (text: string) => text.split(LINE_BREAK).map((line) => `> ${line.replace(/[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/g, ' ')}`);
+export const quoted = (text: string) => text.split(LINE_BREAK).map((line) => `> ${line.replace(/[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/g, ' ')}`);
+
+/** Label and value rows of an e-mail's HTML table; values escaped. */
+export function fieldRows(fields: [string, string][]): string {
+  return fields.map(([label, value]) => `<tr><th align="left" style="padding:4px 12px 4px 0">${label}</th><td>${escapeHtml(value)}</td></tr>`).join('\n');
+}
+
+/** A stored optional field as shown: typed text, or `Not given`. */
+export const shownOrNotGiven = (value: string | null) => (value === null ? 'Not given' : unescapeStoredText(value));
 
 export function renderFeedbackNotification(feedback: NotifiedFeedback, base: string): RenderedMail {
   const link = feedbackLink(base, feedback.id);
@@ -53,8 +62,8 @@ export function renderFeedbackNotification(feedback: NotifiedFeedback, base: str
     ['Name', unescapeStoredText(feedback.name)],
     ['Email', unescapeStoredText(feedback.email)],
     ['Rating', `${feedback.rating} / 5`],
-    ['Category', feedback.category === null ? 'Not given' : unescapeStoredText(feedback.category)],
-    ['Location', feedback.location === null ? 'Not given' : unescapeStoredText(feedback.location)],
+    ['Category', shownOrNotGiven(feedback.category)],
+    ['Location', shownOrNotGiven(feedback.location)],
   ];
   const comment = unescapeStoredText(feedback.comment);
 
@@ -72,9 +81,7 @@ export function renderFeedbackNotification(feedback: NotifiedFeedback, base: str
 
   // HTML: escaped once more from the plain form, so a row that reached the
   // table without the service's escaping cannot inject markup either.
-  const rows = fields
-    .map(([label, value]) => `<tr><th align="left" style="padding:4px 12px 4px 0">${label}</th><td>${escapeHtml(value)}</td></tr>`)
-    .join('\n');
+  const rows = fieldRows(fields);
   const html = `<!doctype html>
 <html><body style="font-family:sans-serif">
 <h1 style="font-size:18px">${NOTIFICATION_SUBJECT}</h1>

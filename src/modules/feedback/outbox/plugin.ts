@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Config } from '../../../config.ts';
 import { shutdownBudget } from '../../../lib/shutdown-budget.ts';
+import { countNotificationSendFailure } from '../../../plugins/metrics.ts';
 import { createMailTransport, type MailTransport } from './mail-transport.ts';
 import { countOwedNotificationsElevated } from './queries.ts';
 import { createWorker, FAILING_AFTER_ATTEMPTS } from './worker.ts';
@@ -52,7 +53,7 @@ export default fp<{ config: Config }>(
       );
       return;
     }
-    const worker = createWorker(app.db.sql, config, transport, log);
+    const worker = createWorker(app.db.sql, config, transport, log, { onSendFailure: () => countNotificationSendFailure(app, transport.name) });
     app.decorate('feedbackOutbox', { provider, transport: transport.name, wake: worker.wake, backlog });
     app.addHook('onReady', async () => worker.start());
     // The sends in flight get the drain's share of the shutdown (lib/shutdown-budget.ts), beside

@@ -1,4 +1,4 @@
-import type { ElevatedSql } from '../../../plugins/db.ts';
+import type { ElevatedSql, Tx } from '../../../plugins/db.ts';
 import type { NotifiedFeedback } from './notification.ts';
 
 // Elevated queries of the notification outbox: they run on the service's own
@@ -22,20 +22,31 @@ export interface ClaimedNotification {
  * holds a new notification back). `for update skip locked` lets concurrent
  * workers pass over rows another is claiming; moving next_attempt_at to the
  * end of the lease keeps them theirs while they send, and a worker that dies
- * mid-send loses its claim when the lease runs out.
+ * mid-send loses its claim when the lease runs out. `capped`: under the
+ * hourly cap (capped-claims.ts), which counts the rows' claimed_at and
+ * claims a digest's rows together, so only rows in no digest.
  */
-export async function claimDueNotificationsElevated(sql: ElevatedSql, claimToken: string, leaseMs: number, limit: number): Promise<ClaimedNotification[]> {
+export async function claimDueNotificationsElevated(
+  sql: ElevatedSql | Tx,
+  claimToken: string,
+  leaseMs: number,
+  limit: number,
+  { capped = false } = {},
+): Promise<ClaimedNotification[]> {
   const newest = Math.floor(limit / 2);
+  const inNoDigest = capped ? sql`and digest_id is null` : sql``;
+  // Stamped only under the cap: without one nothing reads it, and the outage drills ran slower with the stamp's index.
+  const stampClaim = capped ? sql`, claimed_at = now()` : sql``;
   const rows = await sql<{ id: string; feedback_id: string; attempts: number; feedback: NotifiedFeedback | null }[]>`
     with oldest as (
       select id from public.feedback_outbox
-       where sent_at is null and gave_up_at is null and next_attempt_at <= now()
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now() ${inNoDigest}
        order by next_attempt_at, id
        limit ${limit - newest}
        for update skip locked
     ), newest as (
       select id from public.feedback_outbox
-       where sent_at is null and gave_up_at is null and next_attempt_at <= now()
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now() ${inNoDigest}
          and id not in (select id from oldest)
        order by created_at desc, id
        limit ${newest}
@@ -45,6 +56,7 @@ export async function claimDueNotificationsElevated(sql: ElevatedSql, claimToken
          set claim_token = ${claimToken},
              attempts = o.attempts + 1,
              next_attempt_at = now() + make_interval(secs => ${leaseMs / 1000})
+             ${stampClaim}
        where o.id in (select id from oldest union all select id from newest)
       returning o.id, o.feedback_id, o.attempts
     )
@@ -86,13 +98,14 @@ export async function markNotificationsSentElevated(sql: ElevatedSql, sent: { cl
 
 /**
  * Gives back claims whose send never started: due at once, for this or
- * another instance, and the try the claim counted is taken back.
+ * another instance, and the try the claim counted is taken back, as is its
+ * room under the hourly cap (claimed_at, capped-claims.ts).
  */
 export async function releaseNotificationClaimsElevated(sql: ElevatedSql, claims: ClaimedNotification[]): Promise<void> {
   if (claims.length === 0) return;
   await sql`
     update public.feedback_outbox o
-       set claim_token = null, next_attempt_at = now(), attempts = o.attempts - 1
+       set claim_token = null, next_attempt_at = now(), attempts = o.attempts - 1, claimed_at = null
       from (select unnest(${claims.map((claim) => claim.id)}::uuid[]) as id,
                    unnest(${claims.map((claim) => claim.claimToken)}::uuid[]) as claim_token) c
      where o.id = c.id and o.claim_token = c.claim_token and o.sent_at is null`;
