@@ -144,7 +144,7 @@ describe('the OpenAPI document, against what the server does', () => {
     }
     expect(missing).toEqual([]);
     // Every route that takes a body can be refused for it, and every guarded one answers 401.
-    expect(errorStatusesOf('post', '/api/feedback')).toEqual([400, 413, 415, 429, 503]);
+    expect(errorStatusesOf('post', '/api/feedback')).toEqual([400, 413, 415, 409, 422, 429, 503]);
     expect(errorStatusesOf('get', '/api/websites/api-key/{apiKey}')).toEqual([404, 429, 503]);
   });
 

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertEvents } from './support/analytics.ts';
@@ -56,6 +56,11 @@ beforeAll(async () => {
   await sql`
     insert into public.feedback (id, name, email, comment, rating, website_id)
     values (${feedbackId}, 'Victim Owner', ${victim.email}, 'Feedback that only admins may read', 2, ${websiteId})`;
+  // The answer an Idempotency-Key keeps for it (modules/feedback/idempotency.ts).
+  await sql`
+    insert into public.feedback_idempotency_keys (scoped_key, request_hash, claim_id, answer_status, answer_data, feedback_id)
+    values (${createHash('sha256').update(feedbackId).digest()}, ${createHash('sha256').update('the request').digest()}, ${randomUUID()},
+            201, ${sql.json({ id: feedbackId, status: 'pending' })}, ${feedbackId})`;
   // A second one while another transaction holds the counts' fold lock: its
   // change waits in feedback_count_changes (the first was folded into feedback_counts).
   await sql.begin(async (holder) => {

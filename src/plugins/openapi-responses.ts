@@ -76,6 +76,7 @@ const ERROR_MEANINGS: Record<number, string> = {
   409: 'Conflicts with what is stored: the message says how',
   413: '`Request body too large`',
   415: '`Unsupported content type; send JSON with Content-Type: application/json`',
+  422: 'Well-formed but not to be processed: the message says why (an Idempotency-Key reused with a different request)',
   429: 'Over a rate limit: `retryAfter` (and Retry-After) say when to ask again',
   503: 'A part the route needs (the database, the auth server, a provider) is unavailable or busy, or the server is shutting down',
 };
@@ -90,8 +91,9 @@ const ADMIN = [401, 403];
 const ROUTE_ERRORS: Record<string, number[]> = {
   'GET /health': [],
   'GET /script.js': [429, 503],
-  'POST /api/feedback': [...BODY, 429, 503],
-  'POST /api/feedback/submit-feedback': [...BODY, 429, 503],
+  // 409 and 422 answer an Idempotency-Key still in progress or reused for another body.
+  'POST /api/feedback': [...BODY, 409, 422, 429, 503],
+  'POST /api/feedback/submit-feedback': [...BODY, 409, 422, 429, 503],
   'GET /api/feedback/get-feedback': [400, ...ADMIN, 429, 503],
   'GET /api/get-feedback': [400, ...ADMIN, 429, 503],
   'GET /api/feedback/{id}': [400, ...ADMIN, 404, 429, 503],

@@ -34,7 +34,11 @@ export function dataHeaders(production: boolean): Record<string, string> {
 
 /** What the front end's origin may read of an answer besides the body. */
 // WWW-Authenticate: on a 401, whether the access token expired (refresh) or is refused for good (sign in).
-const EXPOSED_HEADERS = ['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition', 'Allow', 'WWW-Authenticate'];
+// Idempotent-Replayed: a feedback submission's answer sent again for a retried Idempotency-Key.
+const EXPOSED_HEADERS = [
+  ...['X-Request-Id', 'Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Content-Disposition', 'Allow', 'WWW-Authenticate'],
+  'Idempotent-Replayed',
+];
 
 /**
  * The headers this plugin's hooks give an answer (the data set, CORS for the

@@ -1,5 +1,5 @@
 import { isoTimestamp } from '../../lib/timestamps.ts';
-import { fixedStatement, type Tx } from '../../plugins/db.ts';
+import { type ElevatedSql, fixedStatement, type Tx } from '../../plugins/db.ts';
 import type { Feedback } from './schemas.ts';
 import { servedScreenshotType } from './screenshot.ts';
 
@@ -85,6 +85,79 @@ export async function insertFeedback(tx: Tx, row: NewFeedbackRow): Promise<void>
     insert into public.feedback (id, name, email, comment, rating, location, category, screenshot, website_id)
     values (${row.id}, ${row.name}, ${row.email}, ${row.comment}, ${row.rating},
             ${row.location}, ${row.category}, ${row.screenshot}, ${row.websiteId})`;
+}
+
+/**
+ * Names the Idempotency-Key claim the transaction's feedback insert answers:
+ * its trigger records the answer on that claim in the same transaction
+ * (20261130020000_remember_feedback_idempotency_keys.sql). Transaction-local
+ * settings, gone at its end; issued before the insert.
+ */
+export function nameIdempotencyClaim(tx: Tx, claim: { scopedKey: Buffer; claimId: string }) {
+  return fixedStatement(
+    tx,
+    `select set_config('feedback_idempotency.scoped_key', $1, true), set_config('feedback_idempotency.claim_id', $2, true)`,
+    [claim.scopedKey.toString('hex'), claim.claimId],
+  );
+}
+
+/** A remembered Idempotency-Key as the submission reads it. */
+export interface IdempotencyKeyRow {
+  request_hash: Buffer;
+  claim_id: string;
+  answer_status: number | null;
+  answer_data: { id: string; status: 'pending' } | null;
+}
+
+/**
+ * Elevated (the submitter has no rights on the keys): claims the key for
+ * `claimId`, when no one holds it, or when what holds it is over: a claim
+ * left unanswered past `abandonedAfterS` (its server died, or gave it back
+ * too late), or a key past `keptForS`, not yet deleted. A row comes back
+ * when this attempt holds it now.
+ */
+export function claimIdempotencyKeyElevated(
+  sql: ElevatedSql,
+  claim: { scopedKey: Buffer; requestHash: Buffer; claimId: string; abandonedAfterS: number; keptForS: number },
+) {
+  return sql<{ claimed: boolean }[]>`
+    insert into public.feedback_idempotency_keys as k (scoped_key, request_hash, claim_id)
+    values (${claim.scopedKey}, ${claim.requestHash}, ${claim.claimId})
+    on conflict (scoped_key) do update
+       set request_hash = excluded.request_hash, claim_id = excluded.claim_id, claimed_at = now(),
+           answer_status = null, answer_data = null, feedback_id = null
+     where k.claimed_at < now() - make_interval(secs => ${claim.keptForS})
+        or (k.answer_status is null and k.claimed_at < now() - make_interval(secs => ${claim.abandonedAfterS}))
+    returning true as claimed`;
+}
+
+/** Elevated: the key as remembered now; no row when it is not (given back or deleted since). */
+export function idempotencyKeyElevated(sql: ElevatedSql, scopedKey: Buffer) {
+  return sql<IdempotencyKeyRow[]>`
+    select request_hash, claim_id, answer_status, answer_data
+      from public.feedback_idempotency_keys where scoped_key = ${scopedKey}`;
+}
+
+/** Elevated: gives back a claim that got no answer (its attempt failed), so a retry may try again. */
+export function releaseIdempotencyClaimElevated(sql: ElevatedSql, claim: { scopedKey: Buffer; claimId: string }) {
+  return sql`
+    delete from public.feedback_idempotency_keys
+     where scoped_key = ${claim.scopedKey} and claim_id = ${claim.claimId} and answer_status is null`;
+}
+
+/**
+ * Elevated: deletes at most `batchSize` of the keys claimed before `cutoff`,
+ * oldest first, as one short statement; returns how many went.
+ */
+export async function deleteIdempotencyKeysBeforeElevated(sql: ElevatedSql, cutoff: Date, batchSize: number): Promise<number> {
+  const result = await sql`
+    delete from public.feedback_idempotency_keys
+     where scoped_key = any (array(
+       select scoped_key from public.feedback_idempotency_keys
+        where claimed_at < ${cutoff}::timestamptz
+        order by claimed_at
+        limit ${batchSize}))`;
+  return result.count;
 }
 
 /**

@@ -5,6 +5,7 @@ import { jsonBodyParser } from '../../plugins/json-body.ts';
 import { inRateLimitGroup } from '../../plugins/rate-limit.ts';
 import { noStore } from '../../plugins/security.ts';
 import { createCaptchaVerifier } from './captcha.ts';
+import { deleteExpiredIdempotencyKeys } from './idempotency.ts';
 import {
   DeleteFeedbackResponseSchema,
   FeedbackIdParamsSchema,
@@ -15,6 +16,7 @@ import {
   ListFeedbackResponseSchema,
   ScreenshotResponseSchema,
   SubmitFeedbackBodySchema,
+  SubmitFeedbackHeadersSchema,
   SubmitFeedbackResponseSchema,
   UpdateFeedbackBodySchema,
   UpdateFeedbackResponseSchema,
@@ -52,16 +54,40 @@ const feedbackRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { 
       tags: ['feedback'],
       summary: 'Submit feedback (public)',
       description: 'An optional field (location, category, screenshot, websiteId, captchaToken) sent as null or an empty string is taken as not given.',
+      headers: SubmitFeedbackHeadersSchema,
       body: SubmitFeedbackBodySchema,
       response: { 201: SubmitFeedbackResponseSchema },
     },
   };
   for (const url of ['/api/feedback', '/api/feedback/submit-feedback']) {
     app.post(url, submit, async function submitFeedback(request, reply) {
-      const data = await feedback.submitFeedback(request.body, request.ip, request.log);
-      return reply.status(201).send({ success: true as const, message: 'Feedback submitted successfully', data });
+      const { status, data, replayed } = await feedback.submitFeedback(request.body, request.ip, request.log, request.headers['idempotency-key']);
+      // The draft leaves the replay's marking to the server; this is the name others use.
+      if (replayed) reply.header('idempotent-replayed', 'true');
+      // 201, the one answer recorded (the insert's trigger): a failed attempt is given back, not replayed.
+      return reply.status(status as 201).send({ success: true as const, message: 'Feedback submitted successfully', data });
     });
   }
+
+  // Idempotency keys past their 24 hours are never replayed; deleting them
+  // only keeps the table small. Hourly, the first a minute after start (an
+  // instance restarted more often than hourly still deletes), off the
+  // request path and not holding the process open.
+  let closing = false;
+  let deleting: Promise<unknown> | undefined;
+  const deleteExpiredKeys = () => {
+    deleting ??= deleteExpiredIdempotencyKeys(app.db, { stopped: () => closing })
+      .catch((error: unknown) => app.log.error({ err: error }, 'deleting expired feedback idempotency keys failed'))
+      .finally(() => (deleting = undefined));
+  };
+  const firstDelete = setTimeout(deleteExpiredKeys, 60_000).unref();
+  const deleter = setInterval(deleteExpiredKeys, 60 * 60_000).unref();
+  app.addHook('onClose', async () => {
+    closing = true;
+    clearTimeout(firstDelete);
+    clearInterval(deleter);
+    await deleting;
+  });
 
   const list = {
     onRequest: app.requireRole('admin'),

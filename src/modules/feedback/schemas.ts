@@ -177,6 +177,23 @@ export const SubmitFeedbackBodySchema = documentedAs(
 );
 export type SubmitFeedbackBody = z.infer<typeof SubmitFeedbackBodySchema>;
 
+/**
+ * The submission's optional Idempotency-Key (IETF draft-ietf-httpapi-idempotency-key-header):
+ * 1 to 255 visible ASCII characters, chosen by the client, a UUID for instance.
+ */
+export const SubmitFeedbackHeadersSchema = z.object({
+  'idempotency-key': z
+    .string()
+    .regex(/^[\x21-\x7e]{1,255}$/, 'Idempotency-Key must be 1 to 255 visible ASCII characters')
+    .optional()
+    .meta({
+      description:
+        'Optional. The same key and the same body from the same client within 24 hours get the first answer again ' +
+        '(with `Idempotent-Replayed: true`) instead of storing the feedback twice; the same key with another body 422; ' +
+        'while the first request with the key is still in progress, 409. A new key (a UUID) for each new submission.',
+    }),
+});
+
 export const SubmitFeedbackResponseSchema = z.object({
   success: z.literal(true),
   message: z.string(),

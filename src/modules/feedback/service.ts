@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import escapeHtml from 'escape-html';
 import type { FastifyBaseLogger } from 'fastify';
-import { badRequest, constraintOf, forbidden, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
+import { badRequest, conflict, constraintOf, forbidden, fromPostgresError, notFound, serviceUnavailable, validationFailed } from '../../lib/errors.ts';
+import { clientNetworkOf } from '../../lib/client-network.ts';
 import { type Caller, dbActorOf } from '../../plugins/auth.ts';
 import type { Database, DbActor } from '../../plugins/db.ts';
 import type { CaptchaVerifier } from './captcha.ts';
+import { claimOrReplay, IDEMPOTENCY_KEY_IN_PROGRESS, type IdempotencyClaim, isClaimLost, releaseClaim, requestFingerprint, scopedIdempotencyKey } from './idempotency.ts';
 import type { CsvSink } from '../../lib/csv.ts';
 import {
   callerMayReadFeedback,
@@ -15,6 +17,7 @@ import {
   feedbackScreenshot,
   insertFeedback,
   listFeedback,
+  nameIdempotencyClaim,
 } from './queries.ts';
 import { deleteFeedbackRow, updateFeedbackTriage } from './triage-queries.ts';
 import { screenshotFile } from './screenshot.ts';
@@ -73,6 +76,12 @@ const filterOf = (query: ExportFeedbackQuery) => ({
   email: query.email === undefined ? undefined : escapeHtml(query.email),
 });
 
+/** The data of a submission's answer, the first time and on a replay. */
+export interface SubmittedFeedback {
+  id: string;
+  status: 'pending';
+}
+
 export interface FeedbackServiceDeps {
   db: Database;
   captcha: CaptchaVerifier;
@@ -90,37 +99,71 @@ export function createFeedbackService({
   exportChunkRows = EXPORT_CHUNK_ROWS,
   exportChunkTextBytes = EXPORT_CHUNK_TEXT_BYTES,
 }: FeedbackServiceDeps) {
-  return {
-    /** `log` (the request's) hears why a bot check could not be made. */
-    async submitFeedback(body: SubmitFeedbackBody, remoteIp: string, log?: FastifyBaseLogger): Promise<{ id: string; status: 'pending' }> {
-      const verdict = await captcha.verify(body.captchaToken, remoteIp, log);
-      if (verdict === 'failed') throw badRequest('Bot verification failed');
-      if (verdict === 'unavailable') throw serviceUnavailable('Bot verification unavailable');
+  /** The bot check, then the row (and, under a claim, its answer) in one transaction. */
+  async function storeFeedback(body: SubmitFeedbackBody, remoteIp: string, log: FastifyBaseLogger | undefined, claim: IdempotencyClaim | undefined) {
+    const verdict = await captcha.verify(body.captchaToken, remoteIp, log);
+    if (verdict === 'failed') throw badRequest('Bot verification failed');
+    if (verdict === 'unavailable') throw serviceUnavailable('Bot verification unavailable');
 
-      const id = randomUUID();
+    const id = randomUUID();
+    try {
+      await db.writeAtOnceAsActor(SUBMITTER, async (tx) => {
+        // Issued first: the chain runs its statements in the order they were started.
+        const named = claim && nameIdempotencyClaim(tx, claim);
+        named?.execute().catch(() => {});
+        await insertFeedback(tx, {
+          id,
+          name: escapeHtml(body.name),
+          email: escapeHtml(body.email),
+          comment: escapeHtml(body.comment),
+          rating: body.rating,
+          location: escapeOptional(body.location),
+          category: escapeOptional(body.category),
+          // Validated to the base64 alphabet: nothing in it to escape.
+          screenshot: body.screenshot ?? null,
+          websiteId: body.websiteId ?? null,
+        });
+        await named;
+      });
+    } catch (error) {
+      if (fromPostgresError(error)?.statusCode === 400 && constraintOf(error) === 'feedback_website_id_fkey') {
+        throw validationFailed({ websiteId: ['Website not found'] });
+      }
+      if (isClaimLost(error)) throw conflict(IDEMPOTENCY_KEY_IN_PROGRESS);
+      throw error;
+    }
+    onSubmitted?.();
+    return { id, status: 'pending' as const };
+  }
+
+  return {
+    /**
+     * Stores a submission; `log` (the request's) hears why a bot check could
+     * not be made. With an Idempotency-Key (idempotency.ts), a retry of the
+     * same request from the same client gets the first answer again
+     * (`replayed`), before the bot check, whose one-use token the retry sends
+     * again: no second row, no second e-mail.
+     */
+    async submitFeedback(
+      body: SubmitFeedbackBody,
+      remoteIp: string,
+      log?: FastifyBaseLogger,
+      idempotencyKey?: string,
+    ): Promise<{ status: number; data: SubmittedFeedback; replayed: boolean }> {
+      let claim: IdempotencyClaim | undefined;
+      if (idempotencyKey !== undefined) {
+        const scopedKey = scopedIdempotencyKey(clientNetworkOf(remoteIp), idempotencyKey);
+        const outcome = await claimOrReplay<SubmittedFeedback>(db, scopedKey, requestFingerprint(body, ['captchaToken']));
+        if (outcome.kind === 'replay') return { status: outcome.status, data: outcome.data, replayed: true };
+        claim = outcome.claim;
+      }
       try {
-        await db.writeAtOnceAsActor(SUBMITTER, (tx) =>
-          insertFeedback(tx, {
-            id,
-            name: escapeHtml(body.name),
-            email: escapeHtml(body.email),
-            comment: escapeHtml(body.comment),
-            rating: body.rating,
-            location: escapeOptional(body.location),
-            category: escapeOptional(body.category),
-            // Validated to the base64 alphabet: nothing in it to escape.
-            screenshot: body.screenshot ?? null,
-            websiteId: body.websiteId ?? null,
-          }),
-        );
+        const data = await storeFeedback(body, remoteIp, log, claim);
+        return { status: 201, data, replayed: false };
       } catch (error) {
-        if (fromPostgresError(error)?.statusCode === 400 && constraintOf(error) === 'feedback_website_id_fkey') {
-          throw validationFailed({ websiteId: ['Website not found'] });
-        }
+        if (claim) await releaseClaim(db, claim, log);
         throw error;
       }
-      onSubmitted?.();
-      return { id, status: 'pending' };
     },
 
     async listFeedback(caller: Caller, query: ListFeedbackQuery): Promise<{ data: Feedback[]; total: number }> {
