@@ -46,6 +46,7 @@ beforeEach(async () => {
   await sql`delete from public.feedback`;
   resend.requests.length = 0;
   resend.latencyMs = 0;
+  resend.mode = 'up';
 });
 afterEach(async () => {
   await Promise.all(stops.splice(0).map((stop) => stop()));
@@ -58,7 +59,7 @@ afterAll(async () => {
   await database.drop();
 });
 
-function cappedConfig(perHour: number) {
+function cappedConfig(perHour: number, overrides: Record<string, string> = {}) {
   return testConfig({
     DATABASE_URL: database.url,
     RESEND_API_KEY: 're_test_key',
@@ -69,14 +70,17 @@ function cappedConfig(perHour: number) {
     FEEDBACK_OUTBOX_POLL_MS: '25',
     FEEDBACK_OUTBOX_RETRY_BASE_MS: '20',
     FEEDBACK_OUTBOX_RETRY_MAX_MS: '100',
-    FEEDBACK_OUTBOX_MAX_ATTEMPTS: '1000',
     FEEDBACK_NOTIFICATIONS_PER_HOUR: String(perHour),
+    ...overrides,
   });
 }
 
 /** A started worker on `on`'s pool with a window of WINDOW_MS; stopped after the test. */
-function startWorker(perHour: number, { on = app, digestMaxItems = 100, leaseMs = undefined as number | undefined } = {}) {
-  const config = cappedConfig(perHour);
+function startWorker(
+  perHour: number,
+  { on = app, digestMaxItems = 100, leaseMs = undefined as number | undefined, maxAttempts = 1000 } = {},
+) {
+  const config = cappedConfig(perHour, { FEEDBACK_OUTBOX_MAX_ATTEMPTS: String(maxAttempts) });
   const sender = createMailTransport(config)!;
   const worker = createWorker(on.db.sql, config, sender, log, { capWindowMs: WINDOW_MS, digestMaxItems, ...(leaseMs ? { leaseMs } : {}) });
   worker.start();
@@ -292,5 +296,125 @@ describe('never lost, never twice, never past the cap', () => {
     expect(await mostInOneWindow()).toBe(3);
     // Most went in digests: some hundred notifications in about four windows of 3 e-mails.
     expect(resend.requests.length).toBeLessThan(ids.length / 4);
+  });
+});
+
+/** Each row's tries and whether it was given up, the most tried first. */
+const triesOf = (feedbackIds: string[]) =>
+  sql<{ feedback_id: string; attempts: number; gave_up: boolean }[]>`
+    select feedback_id, attempts, gave_up_at is not null as gave_up from public.feedback_outbox
+     where feedback_id = any(${feedbackIds}::uuid[]) order by attempts desc, feedback_id`;
+
+describe('a failed try counts per notification, and a notification keeps its key', () => {
+  it('a digest whose rows were tried unequally: only the row at its limit is given up, the rest go out later under the key of their set', async () => {
+    const [old, ...fresh] = await insertFeedbackRows(sql, 6);
+    // One row failed 9 of its 10 tries before it joined (a digest formed before only never-tried rows could join one).
+    const formed = randomUUID();
+    await sql`update public.feedback_outbox set digest_id = ${formed} where feedback_id = any(${[old, ...fresh]}::uuid[])`;
+    await sql`update public.feedback_outbox set attempts = 9 where feedback_id = ${old}`;
+    resend.mode = 'down';
+    startWorker(1, { maxAttempts: 10 });
+    await waitFor(async () => (await triesOf([old]))[0].gave_up || undefined, 10_000, 'the old row given up');
+    expect(resend.requests).toHaveLength(1);
+    // Before, the digest was given up by its most tried row: the five fresh ones after one try.
+    expect((await triesOf(fresh)).map(({ attempts, gave_up }) => ({ attempts, gave_up }))).toEqual(Array(5).fill({ attempts: 1, gave_up: false }));
+
+    resend.mode = 'up';
+    await until(1, 'the digest of the five');
+    await pause(300);
+    expect(accepted()).toHaveLength(1);
+    const [digest] = accepted();
+    expect(feedbackIdsIn(digest, [old, ...fresh])).toEqual(fresh);
+    expect(digest.body.subject).toBe('New Feedback Submissions (5)');
+    const rows = await outboxOf(fresh);
+    expect(rows.every((row) => row.sent_at !== null && row.digest_id === formed)).toBe(true);
+    const message = { from: FROM, to: NOTIFY, subject: digest.body.subject, html: digest.body.html, text: digest.body.text };
+    expect(digest.idempotencyKey).toBe(digestIdempotencyKeyFor(rows.map((row) => row.id), message));
+    expect((await outboxOf([old]))[0].sent_at).toBeNull();
+  });
+
+  it('a notification sent alone whose mark a crash lost goes again alone under its key, not in the digest a backlog past the cap forms', async () => {
+    const [first] = await insertFeedbackRows(sql, 1);
+    const config = cappedConfig(3);
+    const crashedApp = await buildTestApp({ DATABASE_URL: database.url, FEEDBACK_OUTBOX_WORKER: 'false' });
+    const real = createMailTransport(config)!;
+    const crashing: MailTransport = { ...real, send: async (mail, key) => (await real.send(mail, key), new Promise<never>(() => {})) };
+    createWorker(crashedApp.db.sql, config, crashing, log, { capWindowMs: WINDOW_MS, leaseMs: 1_000 }).start();
+    await waitFor(() => resend.requests.length === 1 || undefined, 10_000, 'the single notification sent');
+    await crashedApp.close();
+    real.close();
+    // Five more while its claim holds; then its lease runs out: 6 due, room for 2 in the window.
+    const backlog = await insertFeedbackRows(sql, 5);
+    await pause(1_200);
+    startWorker(3, { leaseMs: 1_000 });
+    await waitFor(async () => (await outboxOf([first, ...backlog])).every((row) => row.sent_at !== null) || undefined, 10_000, 'every notification sent');
+    await pause(300);
+    expect(resend.sentAbout(first)).toHaveLength(1);
+    const [outbox] = await outboxOf([first]);
+    const aboutFirst = resend.about(first);
+    expect(aboutFirst.map((request) => request.replayed)).toEqual([false, true]);
+    for (const request of aboutFirst) expect(request.idempotencyKey).toMatch(new RegExp(`^feedback-notification-${outbox.id}-[0-9a-f]{16}$`));
+    expect(outbox.digest_id).toBeNull();
+    const digests = accepted().filter((request) => request.body.subject.startsWith('New Feedback Submissions'));
+    expect(digests.map((request) => feedbackIdsIn(request, backlog))).toEqual([backlog]);
+    expect(resend.requests).toHaveLength(3);
+  });
+  it('a given-up notification requeued as docs/feedback.md says goes again alone under its key, never into a digest', async () => {
+    const [requeued] = await insertFeedbackRows(sql, 1);
+    // Tried alone before: a try may have reached the provider under its own key.
+    await sql`update public.feedback_outbox set attempts = 3, last_error = 'resend 503', gave_up_at = now() where feedback_id = ${requeued}`;
+    await sql`update public.feedback_outbox set gave_up_at = null, attempts = 0, next_attempt_at = now() where gave_up_at is not null`;
+    const backlog = await insertFeedbackRows(sql, 5);
+    startWorker(3);
+    await waitFor(async () => (await outboxOf([requeued, ...backlog])).every((row) => row.sent_at !== null) || undefined, 10_000, 'every notification sent');
+    const [outbox] = await outboxOf([requeued]);
+    expect(outbox.digest_id).toBeNull();
+    expect(resend.about(requeued).map((request) => request.idempotencyKey)).toEqual([expect.stringMatching(new RegExp(`^feedback-notification-${outbox.id}-`))]);
+  });
+});
+
+describe('a cap above the claim batch (50)', () => {
+  const claimRound = async (perWindow: number) =>
+    (await claimDueMailsElevated(app.db.sql, randomUUID(), 60_000, 50, { perWindow, windowMs: 60_000, digestMaxItems: 100 })).map((mail) =>
+      mail.digest ? `digest of ${mail.claims.length}` : 'alone',
+    );
+
+  it('60 due with room for 100: each alone, 50 a round', async () => {
+    await insertFeedbackRows(sql, 60);
+    expect([await claimRound(100), await claimRound(100)]).toEqual([Array(50).fill('alone'), Array(10).fill('alone')]);
+    expect(await emailsClaimed()).toBe(60);
+  });
+
+  it('60 due with room for 55: past the room, one digest', async () => {
+    await insertFeedbackRows(sql, 60);
+    expect(await claimRound(55)).toEqual(['digest of 60']);
+  });
+});
+
+describe('the cap on /metrics', () => {
+  it('feedback_outbox_cap_room: the e-mails the last hour still allows, counted as the claims count them; no sample without a cap', async () => {
+    const METRICS_TOKEN = 'metrics-token-for-the-digest-tests-0123456789';
+    const capped = await buildTestApp({ DATABASE_URL: database.url, FEEDBACK_OUTBOX_WORKER: 'false', METRICS_TOKEN, FEEDBACK_NOTIFICATIONS_PER_HOUR: '5' });
+    const uncapped = await buildTestApp({ DATABASE_URL: database.url, FEEDBACK_OUTBOX_WORKER: 'false', METRICS_TOKEN });
+    try {
+      const [a, b, c, d] = await insertFeedbackRows(sql, 5);
+      // Within the hour: a digest of two rows and one alone (2 e-mails); two hours ago: one; never: one.
+      await sql`update public.feedback_outbox set claimed_at = now(), digest_id = ${randomUUID()} where feedback_id = any(${[a, b]}::uuid[])`;
+      await sql`update public.feedback_outbox set claimed_at = now() - interval '1 minute' where feedback_id = ${c}`;
+      await sql`update public.feedback_outbox set claimed_at = now() - interval '2 hours' where feedback_id = ${d}`;
+      const scrape = async (on: FastifyInstance) => {
+        const response = await on.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${METRICS_TOKEN}` } });
+        expect(response.statusCode).toBe(200);
+        return response.body;
+      };
+      expect(await scrape(capped)).toMatch(/^feedback_outbox_cap_room 3$/m);
+      const withoutCap = await scrape(uncapped);
+      expect(withoutCap).toContain('# TYPE feedback_outbox_cap_room gauge');
+      expect(withoutCap).not.toMatch(/^feedback_outbox_cap_room /m);
+      expect(withoutCap).toMatch(/^feedback_outbox_owed 5$/m);
+    } finally {
+      await capped.close();
+      await uncapped.close();
+    }
   });
 });

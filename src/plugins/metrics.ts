@@ -5,6 +5,8 @@ import { Counter, Gauge, Histogram, type MetricValue, Registry } from 'prom-clie
 import type { Config } from '../config.ts';
 import { counterOfTotal } from '../lib/counter-of-total.ts';
 import { withinDeadline } from '../lib/deadline.ts';
+import { notificationsPerHour } from '../modules/feedback/outbox/capped-claims.ts';
+import { CAP_WINDOW_MS } from '../modules/feedback/outbox/worker.ts';
 import { DURATION_BUCKETS_SECONDS, LatencyHistogram, LatencySummary } from '../lib/latency-summary.ts';
 import { LatencyWindow } from '../lib/latency-window.ts';
 import { RateWindow } from '../lib/rate-window.ts';
@@ -203,7 +205,7 @@ export default fp<MetricsOptions>(
       lag.disable();
     });
 
-    const dependencies = dependencyMetrics(app, registers);
+    const dependencies = dependencyMetrics(app, registers, notificationsPerHour(config));
     app.decorate('metrics', { registry, startedAt, dependencies, snapshot, history: () => samples.slice() } satisfies Metrics);
 
     if (config.METRICS_TOKEN) prometheusRoute(app, registry, config.METRICS_TOKEN);
@@ -249,8 +251,15 @@ const OUTBOX_READ_EVERY_MS = 5_000;
 /** A scrape waits this long for the outbox's read, then answers without it. */
 const OUTBOX_READ_DEADLINE_MS = 1_000;
 
-/** Notifications owed (neither sent nor given up), as the worker's claim reads them; one index-only scan of its partial index. */
-const OUTBOX_OWED = `select count(*)::int as owed, coalesce(extract(epoch from now() - min(created_at)), 0)::float8 as oldest_age_seconds
+/**
+ * Notifications owed (neither sent nor given up), as the worker's claim reads
+ * them, one index-only scan of its partial index; and the e-mails claimed in
+ * the hourly cap's window, counted as the claim under the cap counts them
+ * (capped-claims.ts), from the index of claimed_at.
+ */
+const OUTBOX_OWED = `select count(*)::int as owed, coalesce(extract(epoch from now() - min(created_at)), 0)::float8 as oldest_age_seconds,
+       (select count(distinct coalesce(digest_id, id)) from public.feedback_outbox
+         where claimed_at > now() - make_interval(secs => ${CAP_WINDOW_MS / 1000}))::int as claimed_in_cap_window
   from public.feedback_outbox where sent_at is null and gave_up_at is null`;
 
 /**
@@ -281,7 +290,7 @@ class GaugeOfReading {
   reset() {}
 }
 
-function dependencyMetrics(app: FastifyInstance, registers: Registry[]): DependencyMetrics {
+function dependencyMetrics(app: FastifyInstance, registers: Registry[], notificationCap: number): DependencyMetrics {
   // The pool, as request work sees it (plugins/db.ts, PoolState); read from the app's own counts, no query.
   const pool = () => (app.hasDecorator('db') ? app.db.poolState() : undefined);
   new GaugeOfReading('db_pool_connections_max', 'Most connections the pool opens (DATABASE_POOL_MAX)', registers, () => pool()?.max);
@@ -305,20 +314,20 @@ function dependencyMetrics(app: FastifyInstance, registers: Registry[]): Depende
   );
 
   // The outbox: one query at most every OUTBOX_READ_EVERY_MS, shared by the scrapes meanwhile.
-  let outboxRead: { at: number; result: Promise<{ owed: number; oldestAt: number } | undefined> } | undefined;
+  let outboxRead: { at: number; result: Promise<{ owed: number; oldestAt: number; claimedInCapWindow: number } | undefined> } | undefined;
   function readOutbox() {
     if (outboxRead && Date.now() - outboxRead.at < OUTBOX_READ_EVERY_MS) return outboxRead.result;
     const at = Date.now();
     const result = (async () => {
       if (!app.hasDecorator('db')) return undefined;
-      const query = app.db.sql.unsafe<{ owed: number; oldest_age_seconds: number }[]>(OUTBOX_OWED);
+      const query = app.db.sql.unsafe<{ owed: number; oldest_age_seconds: number; claimed_in_cap_window: number }[]>(OUTBOX_OWED);
       query.catch(() => {});
       try {
         const [row] = await withinDeadline(query, OUTBOX_READ_DEADLINE_MS, () => {
           void Promise.resolve(query.cancel()).catch(() => {});
           return new Error(`the outbox was not read within ${OUTBOX_READ_DEADLINE_MS} ms`);
         });
-        return { owed: row.owed, oldestAt: at - row.oldest_age_seconds * 1000 };
+        return { owed: row.owed, oldestAt: at - row.oldest_age_seconds * 1000, claimedInCapWindow: row.claimed_in_cap_window };
       } catch (error) {
         app.log.warn({ err: error }, 'metrics: feedback outbox not read; its gauges are left out of this scrape');
         return undefined;
@@ -330,18 +339,29 @@ function dependencyMetrics(app: FastifyInstance, registers: Registry[]): Depende
   const outboxAbsent = 'No sample when the database could not be read (within 1 s) at the last read, never a stale figure; read at most every 5 s';
   new GaugeOfReading(
     'feedback_outbox_owed',
-    `Feedback notification e-mails owed: neither sent nor given up. Growing while feedback arrives: the mail provider or the worker is failing. ${outboxAbsent}`,
+    `Feedback notification e-mails owed: neither sent nor given up. Growing while feedback arrives: the mail provider or the worker is failing, or the hourly cap is holding them (feedback_outbox_cap_room 0). ${outboxAbsent}`,
     registers,
     async () => (await readOutbox())?.owed,
   );
   new GaugeOfReading(
     'feedback_outbox_oldest_owed_age_seconds',
-    `Age of the oldest owed feedback notification (0 when none is owed). Alert when above 300: notifications are not going out. ${outboxAbsent}`,
+    `Age of the oldest owed feedback notification (0 when none is owed). Above 300 while feedback_outbox_cap_room is not 0: notifications are not going out (at 0 the hourly cap holds them, by design, up to about an hour). ${outboxAbsent}`,
     registers,
     async () => {
       const read = await readOutbox();
       if (!read) return undefined;
       return read.owed === 0 ? 0 : Math.max(0, (Date.now() - read.oldestAt) / 1000);
+    },
+  );
+  // Without a cap, no sample: an alert's `unless on() (feedback_outbox_cap_room == 0)` then holds nothing back.
+  new GaugeOfReading(
+    'feedback_outbox_cap_room',
+    `Notification e-mails the hourly cap (FEEDBACK_NOTIFICATIONS_PER_HOUR) still allows in the last hour, all instances together; 0: owed notifications wait for room, by design. No sample without a cap. ${outboxAbsent}`,
+    registers,
+    async () => {
+      if (notificationCap === 0) return undefined;
+      const read = await readOutbox();
+      return read && Math.max(0, notificationCap - read.claimedInCapWindow);
     },
   );
   const sendFailures = new Counter({

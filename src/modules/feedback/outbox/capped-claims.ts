@@ -14,7 +14,8 @@ import { type ClaimedNotification, claimDueNotificationsElevated } from './queri
 // digests (up to `digestMaxItems` each, oldest first), one e-mail each. A
 // digest formed once keeps its rows (feedback_outbox.digest_id): a retry, or
 // another instance after a lease ran out, claims and sends the same set
-// again, under the same idempotency key.
+// again, under the same idempotency key. Only notifications never tried form
+// a digest; one tried alone is retried alone, under its own key.
 
 /**
  * FEEDBACK_NOTIFICATIONS_PER_HOUR unset: a flood reaches the admins as one
@@ -71,48 +72,64 @@ export async function claimDueMailsElevated(
     const [{ used }] = await tx<{ used: number }[]>`
       select count(distinct coalesce(digest_id, id))::int as used from public.feedback_outbox
        where claimed_at > now() - make_interval(secs => ${secondsOf(cap.windowMs)})`;
-    let room = Math.min(cap.perWindow - used, limit);
-    if (room <= 0) return [];
+    // The window's room decides alone or digest; a round claims at most `limit` e-mails of it.
+    let room = cap.perWindow - used;
+    let batch = Math.min(room, limit);
+    if (batch <= 0) return [];
 
-    // Digests formed earlier and due again (a failed try, a lease that ran out): the same rows.
-    const mails = await claimFormedDigests(tx, claimToken, leaseMs, room);
+    // E-mails tried before (a failed try, a lease that ran out), in the form they were sent in.
+    const mails = await claimRetries(tx, claimToken, leaseMs, batch);
     room -= mails.length;
-    if (room > 0) {
+    batch -= mails.length;
+    if (batch > 0) {
       const [{ due }] = await tx<{ due: number }[]>`
         select count(*)::int as due from (
           select 1 from public.feedback_outbox
-           where digest_id is null and sent_at is null and gave_up_at is null and next_attempt_at <= now()
+           where digest_id is null and attempts = 0 and last_error is null and sent_at is null and gave_up_at is null and next_attempt_at <= now()
            limit ${room + 1}) d`;
-      if (due > room) mails.push(...(await claimIntoDigests(tx, claimToken, leaseMs, room, cap.digestMaxItems)));
-      else if (due > 0) mails.push(...(await claimDueNotificationsElevated(tx, claimToken, leaseMs, room, { capped: true })).map(alone));
+      if (due > room) mails.push(...(await claimIntoDigests(tx, claimToken, leaseMs, batch, cap.digestMaxItems)));
+      else if (due > 0) mails.push(...(await claimDueNotificationsElevated(tx, claimToken, leaseMs, batch, { capped: true })).map(alone));
     }
     return mails;
   });
 }
 
-async function claimFormedDigests(tx: Tx, claimToken: string, leaseMs: number, room: number): Promise<ClaimedMail[]> {
-  const rows = await tx<{ id: string; digest_id: string }[]>`
-    with digests as (
-      select digest_id from public.feedback_outbox
-       where digest_id is not null and sent_at is null and gave_up_at is null and next_attempt_at <= now()
-       group by digest_id
-       order by min(next_attempt_at), digest_id
-       limit ${room}
+/**
+ * Up to `batch` e-mails due again, the longest due first: each digest formed
+ * earlier with the same rows, and each notification tried alone (attempts
+ * above 0, or an error kept from tries before a requeue reset the count; in
+ * no digest) alone again. Either way the same idempotency key, so
+ * a try that reached the provider before a crash is dropped as a repeat.
+ */
+async function claimRetries(tx: Tx, claimToken: string, leaseMs: number, batch: number): Promise<ClaimedMail[]> {
+  const rows = await tx<{ id: string; digest_id: string | null }[]>`
+    with mails as (
+      select coalesce(digest_id, id) as mail from public.feedback_outbox
+       where sent_at is null and gave_up_at is null and next_attempt_at <= now() and (digest_id is not null or attempts > 0 or last_error is not null)
+       group by coalesce(digest_id, id)
+       order by min(next_attempt_at), coalesce(digest_id, id)
+       limit ${batch}
     )
     select id, digest_id from public.feedback_outbox
-     where digest_id in (select digest_id from digests)
+     where (digest_id in (select mail from mails) or (digest_id is null and id in (select mail from mails)))
        and sent_at is null and gave_up_at is null and next_attempt_at <= now()
        for update skip locked`;
   return claimRows(tx, claimToken, leaseMs, rows);
 }
 
-/** Forms digests of the oldest notifications due alone, at most `room` of them, and claims them. */
-async function claimIntoDigests(tx: Tx, claimToken: string, leaseMs: number, room: number, digestMaxItems: number): Promise<ClaimedMail[]> {
+/**
+ * Forms digests of the oldest notifications never tried, at most `batch` of
+ * them, and claims them. Only those: one tried alone may have reached the
+ * provider under its own key, and in a digest it would go a second time.
+ * So a digest's rows are tried together from their first try, and share
+ * their count of tries.
+ */
+async function claimIntoDigests(tx: Tx, claimToken: string, leaseMs: number, batch: number, digestMaxItems: number): Promise<ClaimedMail[]> {
   const due = await tx<{ id: string }[]>`
     select id from public.feedback_outbox
-     where digest_id is null and sent_at is null and gave_up_at is null and next_attempt_at <= now()
+     where digest_id is null and attempts = 0 and last_error is null and sent_at is null and gave_up_at is null and next_attempt_at <= now()
      order by created_at, id
-     limit ${room * digestMaxItems}
+     limit ${batch * digestMaxItems}
        for update skip locked`;
   const rows = due.map(({ id }, index) => ({ id, index }));
   const digestIds = Array.from({ length: Math.ceil(rows.length / digestMaxItems) }, () => randomUUID());
@@ -124,10 +141,13 @@ async function claimIntoDigests(tx: Tx, claimToken: string, leaseMs: number, roo
   );
 }
 
-/** Claims the given rows into their digests, with the feedback each is about, oldest first in each digest. */
-async function claimRows(tx: Tx, claimToken: string, leaseMs: number, rows: { id: string; digest_id: string }[]): Promise<ClaimedMail[]> {
+/**
+ * Claims the given rows into their digests (a row of no digest: alone), with
+ * the feedback each is about, oldest first in each digest.
+ */
+async function claimRows(tx: Tx, claimToken: string, leaseMs: number, rows: { id: string; digest_id: string | null }[]): Promise<ClaimedMail[]> {
   if (rows.length === 0) return [];
-  const claimed = await tx<{ id: string; feedback_id: string; attempts: number; digest_id: string; feedback: NotifiedFeedback | null }[]>`
+  const claimed = await tx<{ id: string; feedback_id: string; attempts: number; digest_id: string | null; feedback: NotifiedFeedback | null }[]>`
     with claimed as (
       update public.feedback_outbox o
          set claim_token = ${claimToken},
@@ -147,16 +167,17 @@ async function claimRows(tx: Tx, claimToken: string, leaseMs: number, rows: { id
            end as feedback
       from claimed c left join public.feedback f on f.id = c.feedback_id
      order by c.digest_id, c.created_at, c.id`;
-  const digests = new Map<string, ClaimedMail>();
+  const mails = new Map<string, ClaimedMail>();
   for (const row of claimed) {
-    const mail = digests.get(row.digest_id) ?? { mailId: row.digest_id, digest: true, claims: [] };
+    const mailId = row.digest_id ?? row.id;
+    const mail = mails.get(mailId) ?? { mailId, digest: row.digest_id !== null, claims: [] };
     mail.claims.push({ id: row.id, feedbackId: row.feedback_id, attempts: row.attempts, claimToken, feedback: row.feedback });
-    digests.set(row.digest_id, mail);
+    mails.set(mailId, mail);
   }
-  return [...digests.values()];
+  return [...mails.values()];
 }
 
-/** A digest's failed try: every row of it due again at the same moment, so they are claimed together. */
+/** A digest's failed try: the rows still owed due again at the same moment, so they are claimed together. */
 export async function scheduleDigestRetryElevated(sql: ElevatedSql, claims: ClaimedNotification[], delayMs: number, error: string): Promise<void> {
   await sql`
     update public.feedback_outbox
@@ -164,6 +185,10 @@ export async function scheduleDigestRetryElevated(sql: ElevatedSql, claims: Clai
      where id = any(${claims.map((claim) => claim.id)}::uuid[]) and claim_token = ${claims[0].claimToken} and sent_at is null`;
 }
 
+/**
+ * Gives up these rows of a digest. The rest of it, if any, goes on without
+ * them: a claim, and so the key, reads only the rows not given up.
+ */
 export async function giveUpDigestElevated(sql: ElevatedSql, claims: ClaimedNotification[], error: string): Promise<void> {
   await sql`
     update public.feedback_outbox

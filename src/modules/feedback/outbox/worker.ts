@@ -35,7 +35,7 @@ import { createSentMarks, type SentMarks } from './sent-marks.ts';
 // lease ends, and the rows not started wait, so an outage shorter than the
 // lease sends no row twice. Under the cap on e-mails per hour
 // (capped-claims.ts), a batch may hold digests: one e-mail for several rows,
-// sent, retried and marked as one.
+// sent and marked as one, its failed tries counted per row.
 
 /** Rows claimed at once. */
 export const CLAIM_BATCH = 50;
@@ -136,16 +136,28 @@ export function createWorker(
     }
   }
 
-  /** A digest's failed try: its rows retried together (one delay, from its most tried row), or given up together. */
+  /**
+   * A digest's failed try, counted per row: a refusal for good gives up every
+   * row; otherwise only the rows at FEEDBACK_OUTBOX_MAX_ATTEMPTS are given
+   * up, and the rest are retried together, after one backoff (from the
+   * least tried, so none waits longer than its own). A digest's rows are
+   * tried together from their first try (capped-claims.ts), so they give up
+   * together too; a digest formed otherwise (before that rule) goes on with
+   * the rows still owed, under the key of that smaller set.
+   */
   async function recordDigestFailure(mail: ClaimedMail, error: unknown): Promise<void> {
     const context = { ...digestContextOf(mail), error: errorText(error) };
-    if ((error instanceof DeliveryError && error.permanent) || context.attempts >= config.FEEDBACK_OUTBOX_MAX_ATTEMPTS) {
-      log.error(context, 'feedback notification digest given up');
-      await giveUpDigestElevated(sql, mail.claims, context.error);
-    } else {
-      const delayMs = retryDelayMs(context.attempts, backoff);
-      log.warn({ ...context, retryInMs: delayMs }, 'feedback notification digest failed; will retry');
-      await scheduleDigestRetryElevated(sql, mail.claims, delayMs, context.error);
+    const refused = error instanceof DeliveryError && error.permanent;
+    const spent = mail.claims.filter((claim) => refused || claim.attempts >= config.FEEDBACK_OUTBOX_MAX_ATTEMPTS);
+    const owed = mail.claims.filter((claim) => !spent.includes(claim));
+    if (spent.length > 0) {
+      log.error({ ...context, outboxIds: spent.map((claim) => claim.id) }, 'feedback notification digest given up');
+      await giveUpDigestElevated(sql, spent, context.error);
+    }
+    if (owed.length > 0) {
+      const delayMs = retryDelayMs(Math.min(...owed.map((claim) => claim.attempts)), backoff);
+      log.warn({ ...context, outboxIds: owed.map((claim) => claim.id), retryInMs: delayMs }, 'feedback notification digest failed; will retry');
+      await scheduleDigestRetryElevated(sql, owed, delayMs, context.error);
     }
   }
 
