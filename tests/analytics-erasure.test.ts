@@ -13,7 +13,9 @@ import { testSql } from './support/db.ts';
 // /api/analytics/websites/:websiteId/erasures; docs/analytics.md, "Erasing
 // one person"): the person's events go, their ids leave every analytics
 // table, every figure of every range stays, other people's rows stay byte
-// for byte, and the old ids count as new when they come back.
+// for byte, and the old ids count as new when they come back. The person's
+// events are those carrying a given id and the rest of their sessions: a
+// visitor hash shared with someone else leads to none of that person's.
 
 const sql = testSql();
 afterAll(() => sql.end());
@@ -210,6 +212,8 @@ describe('erasing one person from a website', () => {
       [{ sessionId: 42 }, 'sessionId'],
       [{ userId: 'a\u0000b' }, 'userId'],
       [{ userId: null }, 'userId'],
+      [{ userId: 'user-p', dryRun: 'true' }, 'dryRun'],
+      [{ dryRun: true }, 'body'],
     ];
     for (const [payload, field] of cases) {
       const response = await erase(site.id, payload, admin);
@@ -229,11 +233,22 @@ describe('erasing one person from a website', () => {
     const otherBefore = await tableRows(other.id);
     expect((await rowsHolding(site.id, personIds)).length).toBeGreaterThan(0);
 
-    const response = await erase(site.id, { userId: 'user-p' }, admin);
+    // P's user id reaches p-tab-1 (signed in there) and p-phone; p-tab-2 shares only the first evening's hash with
+    // p-tab-1, which is not followed (a hash may be someone else's too): P names that tab by its session id.
+    const person = { userId: 'user-p', sessionId: 'p-tab-2' };
+    const userIdAlone = await erase(site.id, { userId: 'user-p', dryRun: true }, admin);
+    expect(userIdAlone.json()).toMatchObject({ message: 'Dry run: nothing erased', data: { events: 5, visitors: 3, sessions: 2 } });
+    const dryRun = await erase(site.id, { ...person, dryRun: true }, editor);
+    expect(dryRun.statusCode, dryRun.body).toBe(200);
+    expect(dryRun.json()).toMatchObject({ success: true, message: 'Dry run: nothing erased' });
+    expect(await tableRows(site.id)).toEqual(rowsBefore);
+
+    const response = await erase(site.id, person, admin);
     expect(response.statusCode, response.body).toBe(200);
-    // Six events; user-p and two hashes; three sessions.
+    // Six events; user-p and two hashes; three sessions; the dry run said as much.
     expect(response.json()).toMatchObject({ success: true, message: 'Analytics erased', data: { events: 6, visitors: 3, sessions: 3 } });
     expect(response.json().data.memberRows).toBeGreaterThan(0);
+    expect(response.json().data).toEqual(dryRun.json().data);
 
     // (a) Every figure of every range, the live count too.
     expect(await everyFigure(site.id)).toEqual(figuresBefore);
@@ -249,7 +264,7 @@ describe('erasing one person from a website', () => {
     expect(await tableRows(other.id)).toEqual(otherBefore);
 
     // Erasing again, or someone never seen, is success with nothing to do.
-    for (const body of [{ userId: 'user-p' }, { visitorId: 'never-seen' }, { sessionId: 'p-tab-1' }]) {
+    for (const body of [person, { userId: 'user-p', dryRun: true }, { visitorId: 'never-seen' }, { sessionId: 'p-tab-1' }]) {
       const again = await erase(site.id, body, editor);
       expect(again.statusCode).toBe(200);
       expect(again.json()).toEqual({ success: true, message: 'Nothing to erase', data: { events: 0, visitors: 0, sessions: 0, memberRows: 0 } });
@@ -269,7 +284,10 @@ describe('erasing one person from a website', () => {
     expect(operation.summary).toContain('editor or admin');
     const body = operation.requestBody.content['application/json'].schema;
     expect(body.anyOf.map((branch: { required: string[] }) => branch.required)).toEqual([['userId'], ['visitorId'], ['sessionId']]);
-    expect(Object.keys(operation.responses)).toEqual(['200', '4XX', '5XX']);
+    expect(body.properties.dryRun).toMatchObject({ type: 'boolean' });
+    // The route's own error statuses (ROUTE_ERRORS in src/plugins/openapi-responses.ts: body, Bearer, 404, rate limit,
+    // database unavailable), then the envelope for any other.
+    expect(Object.keys(operation.responses)).toEqual(['200', '400', '401', '403', '404', '413', '415', '429', '503', '4XX', '5XX']);
   });
 
   it("(d) counts P's old ids as new when they come back", async () => {
@@ -281,6 +299,58 @@ describe('erasing one person from a website', () => {
     expect(after.sessions).toBe(beforeRange.sessions + 1);
     const rows = await sql`select prev_day::text from public.analytics_distinct_days where website_id = ${site.id} and kind = 'visitor' and member = 'user-p'`;
     expect(rows).toEqual([{ prev_day: '-infinity' }]);
+  });
+
+  it("erases P's tab and nothing of B, who shared P's visitor hash one evening; the dry run said as much", async () => {
+    const shared = await createWebsite(app, 'Erasure shared hash');
+    await insertEvents(sql, shared.id, [
+      // P: one anonymous tab on day 0, under the hash of an address and browser B shares (an office, a mobile network).
+      { page: '/', session: 'p-shared-tab', visitor: 'hash-evening', device: 'desktop', at: `${day(0)}T18:00:00Z` },
+      { page: '/blog', session: 'p-shared-tab', visitor: 'hash-evening', device: 'desktop', at: `${day(0)}T18:10:00Z` },
+      // B: another tab that evening, the same hash; B signs in there.
+      { page: '/', session: 'b-tab', visitor: 'hash-evening', device: 'desktop', at: `${day(0)}T19:00:00Z` },
+      { page: '/account', session: 'b-tab', visitor: 'user-b', device: 'desktop', at: `${day(0)}T19:05:00Z` },
+      // B later, signed in, on a phone, on other days: nothing shared with P.
+      { page: '/a', session: 'b-phone-1', visitor: 'user-b', device: 'mobile', at: `${day(3)}T09:00:00Z` },
+      { page: '/b', session: 'b-phone-2', visitor: 'user-b', device: 'mobile', at: `${day(4)}T09:00:00Z` },
+      // C: unrelated.
+      { page: '/c', session: 'c-tab', visitor: 'hash-c', device: 'desktop', at: `${day(3)}T09:30:00Z` },
+    ]);
+    const figuresBefore = await everyFigure(shared.id);
+    const rowsBefore = await tableRows(shared.id);
+
+    const dryRun = await erase(shared.id, { sessionId: 'p-shared-tab', dryRun: true }, admin);
+    expect(dryRun.statusCode, dryRun.body).toBe(200);
+    expect(dryRun.json()).toMatchObject({ success: true, message: 'Dry run: nothing erased', data: { events: 2, visitors: 1, sessions: 1 } });
+    expect(await tableRows(shared.id)).toEqual(rowsBefore);
+
+    const response = await erase(shared.id, { sessionId: 'p-shared-tab' }, admin);
+    expect(response.statusCode, response.body).toBe(200);
+    expect(response.json()).toMatchObject({ message: 'Analytics erased', data: dryRun.json().data });
+
+    // Every event of B (that evening's tab, both phone sessions) and of C is there as it was; only P's tab went.
+    const rowsAfter = await tableRows(shared.id);
+    expect(rowsAfter.analytics_events).toEqual(rowsBefore.analytics_events.filter((row) => !row.includes('"p-shared-tab"')));
+    expect(rowsAfter.analytics_events).toHaveLength(5);
+    // B's own sessions and user id keep their rollup rows, under their names; the shared hash's rows are renamed, none deleted.
+    for (const table of ANALYTICS_TABLES.filter((name) => name !== 'analytics_events')) {
+      const untouched = rowsBefore[table].filter((row) => !row.includes('"p-shared-tab"') && !row.includes('"hash-evening"'));
+      expect(rowsAfter[table], table).toEqual(expect.arrayContaining(untouched));
+      expect(rowsAfter[table].length, table).toBe(rowsBefore[table].length);
+    }
+    for (const session of ['b-tab', 'b-phone-1', 'b-phone-2']) expect(rowsAfter.analytics_session_days.join()).toContain(`"${session}"`);
+    expect(await rowsHolding(shared.id, ['p-shared-tab'])).toEqual([]);
+    // The hash was B's too: it stays in B's event, and in no rollup row.
+    expect(await rowsHolding(shared.id, ['hash-evening'])).toEqual([{ table: 'analytics_events', column: 'visitor_id', rows: 1 }]);
+    expect(await everyFigure(shared.id)).toEqual(figuresBefore);
+
+    // What it means for B: a later event under the renamed hash that day is a new visitor, and B's sessions are B's.
+    const dayZero = `/api/analytics?websiteId=${shared.id}&startDate=${day(0)}&endDate=${day(0)}`;
+    const before = (await app.inject({ method: 'GET', url: dayZero, headers: admin })).json().data;
+    await insertEvents(sql, shared.id, [{ page: '/blog', session: 'b-tab', visitor: 'hash-evening', device: 'desktop', at: `${day(0)}T19:10:00Z` }]);
+    const after = (await app.inject({ method: 'GET', url: dayZero, headers: admin })).json().data;
+    expect(after.uniqueVisitors).toBe(before.uniqueVisitors + 1);
+    expect(after.sessions).toBe(before.sessions);
   });
 });
 

@@ -22,9 +22,10 @@ const analyticsErasureRoutes: FastifyPluginAsyncZod = async (app) => {
         security: [{ bearer: [] }],
         summary: `Erase one person's analytics on a website (${rolesInWords(WEBSITE_WRITERS)})`,
         description:
-          "Deletes the person's events (every event of their ids, sessions and visitor ids) and renames their visitor and session ids " +
-          'in the rollups to random pseudonyms: every figure of every range stays as it was. A person unknown or already erased ' +
-          'answers 200 with every count 0.',
+          "Deletes the person's events (the events carrying a given id, and every event of those events' sessions; a visitor id or " +
+          'user id met there is not followed to other sessions) and renames the visitor and session ids those events carry in the ' +
+          'rollups to random pseudonyms: every figure of every range stays as it was. `dryRun: true` answers the same counts and ' +
+          'changes nothing. A person unknown or already erased answers 200 with every count 0.',
         params: ErasureParamsSchema,
         body: ErasureBodySchema,
         response: { 200: ErasureResponseSchema },
@@ -32,7 +33,9 @@ const analyticsErasureRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async function erasePerson(request) {
       const data = await erasures.erasePerson(callerOf(request), request.params.websiteId, request.body, request.log);
-      return { success: true as const, message: data.events + data.visitors + data.sessions === 0 ? 'Nothing to erase' : 'Analytics erased', data };
+      const nothing = data.events + data.visitors + data.sessions === 0;
+      const message = nothing ? 'Nothing to erase' : request.body.dryRun ? 'Dry run: nothing erased' : 'Analytics erased';
+      return { success: true as const, message, data };
     },
   );
 };

@@ -21,6 +21,11 @@ export const ErasureBodySchema = z
     userId: personId('User id', "The site's own id for a signed-in person, as its events sent it as userId"),
     visitorId: personId('Visitor id', "A visitor id as stored with the person's events (visitor_id)"),
     sessionId: personId('Session id', 'A session id the person\'s browser sent (the tracker keeps it in the tab\'s sessionStorage)'),
+    // An erasure cannot be undone: the owner can see first how much it takes.
+    dryRun: z
+      .boolean({ error: 'dryRun must be true or false' })
+      .meta({ description: 'true: answer the counts this erasure would have, and change nothing' })
+      .optional(),
   })
   .refine((body) => body.userId !== undefined || body.visitorId !== undefined || body.sessionId !== undefined, {
     message: 'Name the person by userId, visitorId or sessionId',
@@ -29,12 +34,12 @@ export const ErasureBodySchema = z
   .meta({ anyOf: ['userId', 'visitorId', 'sessionId'].map((field) => ({ required: [field] })) });
 export type ErasureBody = z.infer<typeof ErasureBodySchema>;
 
-/** What one erasure changed: every count 0 for a person unknown or already erased. */
+/** What one erasure changed (or, for a dry run, would change): every count 0 for a person unknown or already erased. */
 export const ErasureCountsSchema = z.object({
-  events: z.number().int().meta({ description: "The person's events deleted" }),
-  visitors: z.number().int().meta({ description: 'Visitor ids renamed to random pseudonyms in the rollups' }),
-  sessions: z.number().int().meta({ description: 'Session ids renamed to random pseudonyms in the rollups' }),
-  memberRows: z.number().int().meta({ description: 'Rollup rows (visitor, session and dimension days) renamed' }),
+  events: z.number().int().meta({ description: "The person's events deleted (for a dry run: that would be)" }),
+  visitors: z.number().int().meta({ description: 'Visitor ids renamed to random pseudonyms in the rollups (or that would be)' }),
+  sessions: z.number().int().meta({ description: 'Session ids renamed to random pseudonyms in the rollups (or that would be)' }),
+  memberRows: z.number().int().meta({ description: 'Rollup rows (visitor, session and dimension days) renamed (or that would be)' }),
 });
 export type ErasureCounts = z.infer<typeof ErasureCountsSchema>;
 
