@@ -162,7 +162,8 @@ export const SettingsSchema = z.object({
   FEEDBACK_NOTIFICATIONS_PER_HOUR: optionalIntBetween(0, 1_000_000),
   // Submissions with a screenshot (bodies over 64 KiB) handled at once per
   // process; others wait up to 3 s, then 503 (modules/feedback/screenshot-slots.ts).
-  FEEDBACK_SCREENSHOTS_AT_ONCE: positiveInt(2),
+  // Below DATABASE_POOL_MAX (ConfigSchema); unset, screenshotsAtOnceFor's.
+  FEEDBACK_SCREENSHOTS_AT_ONCE: optionalIntBetween(1, 1_000),
 
   // Analytics (docs/analytics.md): the secret the daily visitor-hash salt is
   // derived from (required in production), and the ingestion group commit.
@@ -206,9 +207,17 @@ export const SettingsSchema = z.object({
 export type Settings = z.output<typeof SettingsSchema>;
 
 /**
+ * FEEDBACK_SCREENSHOTS_AT_ONCE when unset: 2, fewer on a pool of 2 or less,
+ * so that a connection stays free for everything else (at least 1: a pool of
+ * one connection has none to spare).
+ */
+const screenshotsAtOnceFor = (poolMax: number) => Math.max(1, Math.min(2, poolMax - 1));
+
+/**
  * The service's configuration: the settings, refused when production lacks
- * a secret it needs (config-production.ts). The visitor-hash salt then
- * always has a value: outside production, a random one for this process.
+ * a secret it needs (config-production.ts) or settings that contradict each
+ * other. The visitor-hash salt then always has a value (outside production,
+ * a random one for this process), and so does FEEDBACK_SCREENSHOTS_AT_ONCE.
  */
 export const ConfigSchema = SettingsSchema.superRefine(
   (settings, context) => {
@@ -219,6 +228,18 @@ export const ConfigSchema = SettingsSchema.superRefine(
     if (settings.CAPTCHA_ACTION !== undefined && settings.CAPTCHA_PROVIDER === 'hcaptcha') {
       context.addIssue({ code: 'custom', path: ['CAPTCHA_ACTION'], message: "Turnstile's only: hCaptcha answers no action, so every token would be refused" });
     }
+    // Each submission with a screenshot holds a pooled connection while it is
+    // stored; with every one held, /health answered 503 and every other
+    // request waited for a connection (docs/feedback.md). Either one bad is
+    // named above as written, a string here.
+    const { FEEDBACK_SCREENSHOTS_AT_ONCE: screenshots, DATABASE_POOL_MAX: poolMax } = settings;
+    if (typeof screenshots === 'number' && typeof poolMax === 'number' && screenshots >= poolMax) {
+      context.addIssue({
+        code: 'custom',
+        path: ['FEEDBACK_SCREENSHOTS_AT_ONCE'],
+        message: `must be below DATABASE_POOL_MAX (${poolMax}): each submission with a screenshot holds a database connection, and with all of them held every other request waits`,
+      });
+    }
   },
   {
     // Also when other settings are bad, so that one failed start names every
@@ -227,7 +248,11 @@ export const ConfigSchema = SettingsSchema.superRefine(
     // NODE_ENV itself is bad: whether production's rules apply is unknown.
     when: (payload) => !payload.issues.some((issue) => issue.path?.[0] === 'NODE_ENV'),
   },
-).transform((settings) => ({ ...settings, ANALYTICS_SALT_SECRET: settings.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex') }));
+).transform((settings) => ({
+  ...settings,
+  ANALYTICS_SALT_SECRET: settings.ANALYTICS_SALT_SECRET ?? randomBytes(32).toString('hex'),
+  FEEDBACK_SCREENSHOTS_AT_ONCE: settings.FEEDBACK_SCREENSHOTS_AT_ONCE ?? screenshotsAtOnceFor(settings.DATABASE_POOL_MAX),
+}));
 
 export type Config = z.output<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;

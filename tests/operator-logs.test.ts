@@ -1,12 +1,17 @@
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { SignJWT } from 'jose';
 import { prettyFactory } from 'pino-pretty';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
 import { buildApp } from '../src/app.ts';
 import { LogSink } from '../src/lib/log-sink.ts';
 import { LOG_LEVELS, PRETTY } from '../src/logger.ts';
+import { legacyAdmin, signedInUser } from './support/admin-auth.ts';
 import { buildTestAppWithLog, testConfig } from './support/app.ts';
-import { usePrivateDatabase } from './support/private-database.ts';
+import { testSql } from './support/db.ts';
+import { waitFor } from './support/feedback-fixtures.ts';
+import { createPrivateDatabase, usePrivateDatabase } from './support/private-database.ts';
 
 // What an operator reads in the log, and what must never be there: a
 // credential of ours, an error row anyone can write at will, a warning that
@@ -140,5 +145,116 @@ describe('Supabase Auth half configured', () => {
     expect(await notConfigured({ SUPABASE_ANON_KEY: 'anon' })).toEqual([
       expect.objectContaining({ msg: expect.stringMatching(/^Supabase Auth is not configured \(SUPABASE_URL, SUPABASE_ANON_KEY\): SUPABASE_URL is not set;/) }),
     ]);
+  });
+});
+
+describe('the `request completed` line', () => {
+  it("names who asked: a signed-in user's id, the legacy admin token as `legacy-admin:<userId>`; nothing for anonymous or refused callers, and never an e-mail or token", async () => {
+    const sql = testSql();
+    const { app, lines } = await buildTestAppWithLog({}, 'http');
+    try {
+      const user = await signedInUser(sql);
+      const [{ email }] = await sql<{ email: string }[]>`select email from auth.users where id = ${user.id}`;
+      const adminId = crypto.randomUUID();
+      const admin = await legacyAdmin(adminId);
+      const asked = [
+        { label: 'user', method: 'GET', url: '/api/auth/me', headers: { authorization: user.authorization }, statusCode: 200, userId: user.id },
+        { label: 'admin', method: 'GET', url: '/api/websites', headers: admin, statusCode: 200, userId: `legacy-admin:${adminId}` },
+        { label: 'anonymous', method: 'GET', url: '/health', headers: {}, statusCode: 200, userId: undefined },
+        // A token refused is nobody known: the line must not name the user it claims to be.
+        { label: 'refused', method: 'GET', url: '/api/auth/me', headers: { authorization: `${user.authorization}x` }, statusCode: 401, userId: undefined },
+      ] as const;
+      for (const { label, method, url, headers } of asked) {
+        await app.inject({ method, url, headers: { ...headers, 'x-request-id': `user-id-line-${label}` } });
+      }
+      const completed = parsed(lines).filter((line) => line.msg === 'request completed' && String(line.requestId).startsWith('user-id-line-'));
+      expect(completed.map((line) => [line.requestId, line.statusCode, line.userId])).toEqual(
+        asked.map(({ label, statusCode, userId }) => [`user-id-line-${label}`, statusCode, userId]),
+      );
+      for (const line of completed.filter((line) => line.userId === undefined)) expect(line).not.toHaveProperty('userId');
+      const token = user.authorization.slice('Bearer '.length);
+      expect(lines.filter((line) => line.includes(email) || line.includes(token) || line.includes(admin.authorization.slice('Bearer '.length)))).toEqual([]);
+    } finally {
+      await app.close();
+      await sql.end();
+    }
+  });
+});
+
+describe('storing the log while the database cannot take it', () => {
+  /**
+   * The app on `databaseUrl`, logging to a RecordingSink, with a last plugin
+   * that logs a warning and takes 1.5 s to load: the stored log's flush
+   * (every second) comes round while the app is still starting.
+   */
+  async function slowStartOn(sink: RecordingSink, databaseUrl: string) {
+    return buildApp(
+      { config: testConfig({ DATABASE_URL: databaseUrl }), logSink: sink, rateLimit: { redisNamespace: `test-operator-logs:${randomBytes(6).toString('hex')}:` } },
+      {
+        extend: async (app) => {
+          app.log.warn('a warning of the start, to be stored');
+          await sleep(1_500);
+        },
+      },
+    );
+  }
+  const storingFailed = (sink: RecordingSink) => parsed(sink.lines).filter((line) => line.msg === 'storing log entries failed');
+
+  it('a login the database refuses: the start ends with its own line, and no entry was tried before it', { timeout: 30_000 }, async () => {
+    const sink = new RecordingSink();
+    const url = new URL(inject('stack').databaseUrl);
+    url.pathname = '/no_such_database';
+    await expect(slowStartOn(sink, url.toString())).rejects.toThrowError(
+      'Invalid configuration: DATABASE_URL is refused by the database: database "no_such_database" does not exist (SQLSTATE 3D000)',
+    );
+    // A flush would have come round by now; it would have failed on the same login.
+    await sleep(1_500);
+    expect(storingFailed(sink)).toEqual([]);
+  });
+
+  it('a database without the migrations: the schema warning first, then each failed batch on one line with the reason, no stack', { timeout: 30_000 }, async () => {
+    const unmigrated = await createPrivateDatabase('oplogs_unmigrated', { migrated: false });
+    const sink = new RecordingSink();
+    try {
+      const app = await slowStartOn(sink, unmigrated.url);
+      try {
+        await waitFor(() => storingFailed(sink)[0], 10_000, 'a failed batch');
+        const lines = parsed(sink.lines);
+        const behind = lines.findIndex((line) => line.msg === 'the database schema is behind the code (it has no public.applied_migration_versions): run npm run migrate');
+        const failed = lines.findIndex((line) => line.msg === 'storing log entries failed');
+        expect([behind >= 0, behind < failed]).toEqual([true, true]);
+        expect(lines[failed]).toEqual({
+          level: 50,
+          time: expect.any(Number),
+          pid: process.pid,
+          hostname: expect.any(String),
+          code: '42P01',
+          error: 'relation "public.app_logs" does not exist',
+          lost: expect.any(Number),
+          persist: false,
+          msg: 'storing log entries failed',
+        });
+      } finally {
+        await app.close();
+      }
+    } finally {
+      await unmigrated.drop();
+    }
+    expect(sink.lines.filter((line) => line.includes('stack'))).toEqual([]);
+  });
+
+  it('a database that does not answer: each failed batch on one line with the reason, no stack', { timeout: 30_000 }, async () => {
+    const sink = new RecordingSink();
+    const app = await slowStartOn(sink, `postgres://authenticator@127.0.0.1:${await freePort()}/nowhere`);
+    try {
+      const [failed] = await waitFor(() => (storingFailed(sink).length > 0 ? storingFailed(sink) : undefined), 10_000, 'a failed batch');
+      expect(failed).toMatchObject({ level: 50, code: 'ECONNREFUSED', error: expect.stringContaining('ECONNREFUSED'), lost: expect.any(Number) });
+      expect(failed).not.toHaveProperty('err');
+    } finally {
+      await app.close();
+    }
+    // The start's own warning came first.
+    const lines = parsed(sink.lines).map((line) => line.msg);
+    expect(lines.indexOf('storing log entries failed')).toBeGreaterThan(lines.findIndex((msg) => msg.startsWith('the database does not answer at the start')));
   });
 });

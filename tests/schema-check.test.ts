@@ -1,12 +1,17 @@
+import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { cp, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../scripts/stack/free-port.ts';
 import { asLoginRole } from '../src/lib/database-url.ts';
 import { connectDatabase, type Database } from '../src/plugins/db.ts';
 import { schemaMismatch } from '../src/plugins/db-schema.ts';
-import { buildTestAppWithLog } from './support/app.ts';
+import { buildTestAppWithLog, TEST_ADMIN_JWT_SECRET, TEST_JWT_SECRET } from './support/app.ts';
 import { waitFor } from './support/feedback-fixtures.ts';
 import { usePrivateDatabase } from './support/private-database.ts';
+import { exitWithin, type SpawnedServer, untilHealthy } from './support/spawned-server.ts';
 
 // A deploy that forgot its migrations: the start says the schema is behind
 // the code, naming what is not applied, instead of a green /health over routes
@@ -74,5 +79,53 @@ describe('the schema check at the start', () => {
   it('a database older than the check itself is behind too', async () => {
     await private_.sql`drop function public.applied_migration_versions()`;
     expect(await schemaMismatch(db)).toBe('the database schema is behind the code (it has no public.applied_migration_versions): run npm run migrate');
+  });
+});
+
+describe('an image built without supabase/migrations', () => {
+  it('a production start says once that the schema cannot be checked, and how to ship the migrations; it serves all the same', { timeout: 90_000 }, async () => {
+    // The server's sources and package.json beside this checkout's packages, as an image that left out supabase/.
+    const root = path.resolve(import.meta.dirname, '..');
+    const copy = await mkdtemp(path.join(tmpdir(), 'start-without-migrations-'));
+    let server: SpawnedServer | undefined;
+    try {
+      for (const part of ['package.json', 'src']) await cp(path.join(root, part), path.join(copy, part), { recursive: true });
+      await symlink(path.join(root, 'node_modules'), path.join(copy, 'node_modules'));
+      const port = await freePort();
+      const env = {
+        NODE_ENV: 'production',
+        LOG_LEVEL: 'info',
+        PORT: String(port),
+        DATABASE_URL: asLoginRole(inject('stack').databaseUrl),
+        SUPABASE_JWT_SECRET: TEST_JWT_SECRET,
+        ADMIN_JWT_SECRET: TEST_ADMIN_JWT_SECRET,
+        ANALYTICS_SALT_SECRET: 'analytics-salt-secret-0123456789abcdef-0123',
+        CAPTCHA_PROVIDER: 'off',
+      };
+      const child = spawn(process.execPath, [path.join(copy, 'src/server.ts')], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let output = '';
+      child.stdout.on('data', (chunk) => (output += chunk));
+      child.stderr.on('data', (chunk) => (output += chunk));
+      server = { child, exited: new Promise((resolve) => child.on('exit', resolve)), output: () => output };
+      expect((await untilHealthy(server, `http://127.0.0.1:${port}`, 60_000)).status).toBe(200);
+      const entries = () => output.trim().split('\n').map((line) => JSON.parse(line) as { level: number; msg: string });
+      const cannotCheck = () => entries().filter((entry) => entry.msg.startsWith('the database schema cannot be checked'));
+      await waitFor(() => cannotCheck()[0], 10_000, 'the warning');
+      expect(cannotCheck()).toEqual([
+        expect.objectContaining({
+          level: 40,
+          msg:
+            `the database schema cannot be checked against the code: no migration files in ${path.join(copy, 'supabase/migrations')} or ${path.join(path.dirname(copy), 'supabase/migrations')}; ` +
+            'an unmigrated database will show only as failing requests: ship supabase/migrations with the build (docs/deploy.md, What an image must contain)',
+        }),
+      ]);
+      expect(entries().filter((entry) => entry.msg.startsWith('the database schema is'))).toEqual([]);
+    } finally {
+      if (server && server.child.exitCode === null) {
+        server.child.kill('SIGTERM');
+        await exitWithin(server, 15_000);
+      }
+      await rm(copy, { recursive: true, force: true });
+    }
   });
 });

@@ -82,6 +82,32 @@ describe('a URL its client cannot read', () => {
   });
 });
 
+describe('two settings that contradict each other', () => {
+  const BELOW_POOL = (pool: number) =>
+    `must be below DATABASE_POOL_MAX (${pool}): each submission with a screenshot holds a database connection, and with all of them held every other request waits`;
+
+  it('FEEDBACK_SCREENSHOTS_AT_ONCE at or above DATABASE_POOL_MAX: one line naming both, exit code 1', async () => {
+    await expectStopped(
+      await start({ FEEDBACK_SCREENSHOTS_AT_ONCE: '500', DATABASE_POOL_MAX: '100' }),
+      `Invalid configuration: FEEDBACK_SCREENSHOTS_AT_ONCE is invalid (${BELOW_POOL(100)})`,
+    );
+    // The default pool (10) counts too.
+    await expectStopped(await start({ FEEDBACK_SCREENSHOTS_AT_ONCE: '10' }), `Invalid configuration: FEEDBACK_SCREENSHOTS_AT_ONCE is invalid (${BELOW_POOL(10)})`);
+  });
+
+  it('below the pool it is taken; unset, it fits the pool (2, or one less than a pool of 2, and 1 for a pool of 1)', () => {
+    const env = { ...PRODUCTION, DATABASE_URL: 'postgres://portfolio_api@127.0.0.1:5432/portfolio' };
+    const screenshotsAtOnce = (settings: Record<string, string | undefined>) => parseConfig({ ...env, ...settings }).FEEDBACK_SCREENSHOTS_AT_ONCE;
+    expect(screenshotsAtOnce({ FEEDBACK_SCREENSHOTS_AT_ONCE: '9' })).toBe(9);
+    expect(() => screenshotsAtOnce({ FEEDBACK_SCREENSHOTS_AT_ONCE: '4', DATABASE_POOL_MAX: '4' })).toThrowError(`FEEDBACK_SCREENSHOTS_AT_ONCE is invalid (${BELOW_POOL(4)})`);
+    expect([{}, { DATABASE_POOL_MAX: '3' }, { DATABASE_POOL_MAX: '2' }, { DATABASE_POOL_MAX: '1' }].map(screenshotsAtOnce)).toEqual([2, 2, 1, 1]);
+    // Either setting bad on its own is named as such, and nothing more.
+    expect(() => screenshotsAtOnce({ FEEDBACK_SCREENSHOTS_AT_ONCE: '3', DATABASE_POOL_MAX: 'many' })).toThrowError(
+      /^Invalid configuration: DATABASE_POOL_MAX is invalid \(must be a positive whole number\)$/,
+    );
+  });
+});
+
 describe('a file or a host that is not there', () => {
   it('ANALYTICS_COUNTRY_DB names no file: one line naming it', async () => {
     const server = await start({ ANALYTICS_COUNTRY_DB: '/nonexistent/country.mmdb', LOG_LEVEL: 'silent' });

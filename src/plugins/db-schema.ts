@@ -15,20 +15,34 @@ import type { Database } from './db.ts';
 /** A migration's file name: its version (the digits before the first `_`) and its name. The runner (scripts/stack/database.ts) reads them the same way. */
 export const MIGRATION_FILE = /^(\d+)_(.+)\.sql$/;
 
-/** supabase/migrations beside the code: from src/plugins (sources) or dist/src/plugins (compiled); undefined when not shipped. */
+/** Where supabase/migrations is looked for: beside the sources (from src/plugins) or beside the build (from dist/src/plugins). */
+const MIGRATION_DIRECTORIES = ['../..', '../../..'].map((up) => path.resolve(import.meta.dirname, up, 'supabase/migrations'));
+
+/** The migration files beside the code, sorted; undefined when there are none (the directory not shipped, or empty). */
 async function migrationFiles(): Promise<string[] | undefined> {
-  for (const up of ['../..', '../../..']) {
-    const directory = path.resolve(import.meta.dirname, up, 'supabase/migrations');
+  for (const directory of MIGRATION_DIRECTORIES) {
     const files = await readdir(directory).catch(() => undefined);
-    if (files) return files.filter((file) => MIGRATION_FILE.test(file)).sort();
+    if (files) {
+      const migrations = files.filter((file) => MIGRATION_FILE.test(file)).sort();
+      return migrations.length > 0 ? migrations : undefined;
+    }
   }
   return undefined;
 }
 
-/** Why the database's schema is behind the migration files, or ahead of them; undefined when neither (or it cannot be told). */
-export async function schemaMismatch(db: Database): Promise<string | undefined> {
-  const files = await migrationFiles();
-  if (!files || files.length === 0) return undefined;
+/**
+ * The start's warning when there is nothing to compare the database with: an
+ * image built without supabase/migrations. Without it an unmigrated database
+ * showed only as failing requests and errors storing log entries.
+ */
+const MIGRATIONS_NOT_SHIPPED =
+  `the database schema cannot be checked against the code: no migration files in ${MIGRATION_DIRECTORIES.join(' or ')}; ` +
+  'an unmigrated database will show only as failing requests: ship supabase/migrations with the build (docs/deploy.md, What an image must contain)';
+
+/** Why the database's schema is behind the migration files, or ahead of them; undefined when neither (or there are no files to tell by). */
+export async function schemaMismatch(db: Database, files?: readonly string[]): Promise<string | undefined> {
+  files ??= await migrationFiles();
+  if (!files) return undefined;
   let applied: Set<string>;
   try {
     const rows = await db.sql<{ version: string }[]>`select version from public.applied_migration_versions() as version`;
@@ -49,10 +63,15 @@ export async function schemaMismatch(db: Database): Promise<string | undefined> 
   return `the database schema is ahead of the code: ${newer.length} migration${newer.length === 1 ? '' : 's'} applied that this release does not have (newest ${newer.at(-1)}): an earlier build on a migrated database may have requests refused (README, Upgrading)`;
 }
 
-/** Logs, once, whether the schema is behind or ahead; a database that cannot be asked now is left to the routes' own errors. */
+/** Logs, once, whether the schema is behind or ahead, or that it cannot be told; a database that cannot be asked now is left to the routes' own errors. */
 export async function warnIfSchemaMismatched(db: Database, log: FastifyBaseLogger): Promise<void> {
+  const files = await migrationFiles();
+  if (!files) {
+    log.warn(MIGRATIONS_NOT_SHIPPED);
+    return;
+  }
   try {
-    const mismatch = await schemaMismatch(db);
+    const mismatch = await schemaMismatch(db, files);
     if (mismatch) log.warn(mismatch);
   } catch (error) {
     log.debug({ err: error }, 'schema check: the database could not be asked');

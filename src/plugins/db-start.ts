@@ -7,6 +7,22 @@ import { warnIfSchemaMismatched } from './db-schema.ts';
 // What the start judges of the database, once the app is ready: its login
 // (db-login.ts) and whether its schema is behind or ahead of the code (db-schema.ts).
 
+/** Per database, when the start's judgement of it is done (judgementOf). */
+const judgements = new WeakMap<Database, Promise<void>>();
+
+/**
+ * Settles once the start has judged `db`: its login accepted and its schema
+ * checked, or the database found silent (it is judged when it answers), so
+ * that what the start found is in the log. Never settles for a login the
+ * start refused: the start ends. Settled at once for a database the start did
+ * not judge. The stored log waits on it (modules/logs/worker.ts): a refused
+ * login or an unmigrated database showed first as a failure to store log
+ * entries, ahead of the line that says why.
+ */
+export function judgementOf(db: Database): Promise<void> {
+  return judgements.get(db) ?? Promise.resolve();
+}
+
 export interface DatabaseStartOptions {
   /** Production refuses a login that is too strong; elsewhere (a developer's own database) it is a warning. */
   production: boolean;
@@ -23,6 +39,8 @@ export interface DatabaseStartOptions {
  * when it first answers, and what is found then goes to `onFatal`.
  */
 export async function judgeDatabaseAtStart(db: Database, { production, log, signal, onFatal }: DatabaseStartOptions): Promise<void> {
+  let judged!: () => void;
+  judgements.set(db, new Promise((resolve) => (judged = resolve)));
   const refusal = (problem: string): ConfigError | undefined => {
     if (production) return new ConfigError(`Invalid configuration: ${problem}`);
     log.warn(problem);
@@ -54,5 +72,6 @@ export async function judgeDatabaseAtStart(db: Database, { production, log, sign
   const error = problem === undefined ? undefined : refusal(problem);
   if (error) throw error;
   // Not awaited: the start does not wait on it. A database silent now is asked when it answers.
-  if (!silentAtStart) void warnIfSchemaMismatched(db, log);
+  if (silentAtStart) judged();
+  else void warnIfSchemaMismatched(db, log).then(judged);
 }

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { LogFn } from 'pino';
 import { redactUrl } from '../lib/redact.ts';
+import type { Caller } from './auth.ts';
 
 declare module 'fastify' {
   interface FastifyBaseLogger {
@@ -41,6 +42,15 @@ export function requestIdFor(request: IncomingMessage): string {
 }
 
 const roundedMs = (ms: number) => Math.round(ms * 100) / 100;
+
+/**
+ * Who made the request, for its line: the signed-in user's id, or the legacy
+ * admin token's `legacy-admin:<userId>` (as the audit columns name it); never
+ * an e-mail or a token. Undefined, and so left out of the line, for a request
+ * nobody was authenticated on: an anonymous request pays one comparison.
+ */
+const userIdOf = (caller: Caller | null) =>
+  !caller ? undefined : caller.kind === 'legacy-admin' ? `legacy-admin:${caller.userId}` : caller.userId;
 
 /** The reply in flight on a connection, and whether the connection is watched, for the one listener all connections share. */
 const IN_FLIGHT = Symbol('reply in flight');
@@ -82,6 +92,7 @@ export default fp(
           statusCode,
           responseTimeMs: roundedMs(reply.elapsedTime),
           ip: request.ip,
+          userId: userIdOf(request.caller),
         },
         why,
       );
@@ -149,6 +160,7 @@ export default fp(
             statusCode: reply.statusCode,
             responseTimeMs: roundedMs(reply.elapsedTime),
             ip: request.ip,
+            userId: userIdOf(request.caller),
           },
           'request completed',
         );

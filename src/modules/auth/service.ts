@@ -217,14 +217,12 @@ export function createAuthService(deps: AuthServiceDeps) {
       // sees the identity the other linked and says `identity_already_exists`.
       // (Our role cannot read auth.identities to ask the database instead.)
       // Any other 500 has one more try, which links or fails as before.
-      if (isAuthServerError(error)) {
-        error = await link();
-        // The first try's 500 can come after its link was stored (the auth
-        // server failing as it answered), or the caller's own other request
-        // linked it: the identity is then the caller's, as asked, and the
-        // second try's `identity_already_exists` is no conflict.
-        if ((error as AuthFailure | null)?.code === 'identity_already_exists' && (await identityIsCallers(ip, accessToken, provider, token))) return;
-      }
+      if (isAuthServerError(error)) error = await link();
+      // An identity already linked to the caller's own account is what was
+      // asked, not a conflict: a retry after a lost answer, a first try's 500
+      // that came after its link was stored (the auth server failing as it
+      // answered), or the caller's own other request that linked it first.
+      if ((error as AuthFailure | null)?.code === 'identity_already_exists' && (await identityIsCallers(ip, accessToken, provider, token))) return;
       if (error) {
         fail(error, badRequest('Invalid provider token'), {
           // The caller's own token, refused by the auth server: in the 5 s past

@@ -3,8 +3,10 @@ import fp from 'fastify-plugin';
 import { Counter, Gauge } from 'prom-client';
 import type { Config } from '../../config.ts';
 import { counterOfTotal } from '../../lib/counter-of-total.ts';
+import { errorCode, fromPostgresError } from '../../lib/errors.ts';
 import { LogSink } from '../../lib/log-sink.ts';
 import { shutdownBudget } from '../../lib/shutdown-budget.ts';
+import { judgementOf } from '../../plugins/db-start.ts';
 import { createLogsService } from './service.ts';
 
 // Stores the server's own log entries at warn and above. The logger writes
@@ -22,6 +24,11 @@ import { createLogsService } from './service.ts';
 // everything expired outgrew the statement timeout (6M rows took 5 s), was
 // cancelled and rolled back whole, so nothing was ever deleted again and the
 // table grew for good. On close it stops between batches.
+//
+// Nothing is stored before the start has judged the database (its login and
+// schema, plugins/db-start.ts): a login the database refused, or a database
+// without the migrations, first showed as `storing log entries failed`, with
+// a stack trace, ahead of the start's own line that says why.
 
 /**
  * Entries deleted per statement. Measured on 2M–6M rows: a batch of 5 000
@@ -35,7 +42,7 @@ export const PRUNE_BATCH_SIZE = 5_000;
 declare module 'fastify' {
   interface FastifyInstance {
     appLogs: {
-      /** Stores whatever is queued now; resolves when it is written (or dropped on failure). */
+      /** Stores whatever is queued now, once the start has judged the database; resolves when it is written (or dropped on failure). */
       flush(): Promise<void>;
       /** Deletes entries older than the retention; returns how many. */
       prune(): Promise<number>;
@@ -55,6 +62,20 @@ export interface AppLogsOptions {
   firstPruneAfterMs?: number;
   /** Entries deleted per statement when pruning. */
   pruneBatchSize?: number;
+}
+
+/**
+ * How a write the database failed reads in the log: its code and message, on
+ * one line, for a database that cannot be reached, refuses the login or lacks
+ * the table (a stack trace each second added lines and nothing else);
+ * undefined for any other error, a fault here, which keeps its stack.
+ */
+function databaseFailure(error: unknown): { code: string; error: string } | undefined {
+  const code = errorCode(error);
+  if (typeof code !== 'string') return undefined;
+  const fromTheServer = error instanceof Error && error.name === 'PostgresError';
+  if (!fromTheServer && fromPostgresError(error)?.statusCode !== 503) return undefined;
+  return { code, error: (error as Error).message || code };
 }
 
 export default fp<AppLogsOptions>(
@@ -85,8 +106,12 @@ export default fp<AppLogsOptions>(
       },
     });
 
+    /** The start's judgement of the database, once the app is ready (before, nothing is stored). */
+    let judged: Promise<void> | undefined;
     let flushing: Promise<void> | undefined;
     async function drain() {
+      if (judged === undefined || sink.queued === 0) return;
+      await judged;
       while (sink.queued > 0) {
         const entries = sink.take(batchSize);
         if (entries.length === 0) continue;
@@ -96,7 +121,7 @@ export default fp<AppLogsOptions>(
           failed += entries.length;
           failures.inc(entries.length);
           // persist: false keeps this line out of the sink, or a database outage would feed itself.
-          app.log.error({ err: error, lost: entries.length, persist: false }, 'storing log entries failed');
+          app.log.error({ ...(databaseFailure(error) ?? { err: error }), lost: entries.length, persist: false }, 'storing log entries failed');
           return;
         }
       }
@@ -113,9 +138,15 @@ export default fp<AppLogsOptions>(
     // One run at a time: a timer that fires while a backlog is still going joins it.
     const prune = () => (pruning ??= pruneBatches().finally(() => (pruning = undefined)));
 
-    const flusher = setInterval(() => void flush(), flushIntervalMs);
-    flusher.unref();
-    const pruneInBackground = () => void prune().catch((error) => app.log.error({ err: error, persist: false }, 'pruning log entries failed'));
+    let flusher: NodeJS.Timeout | undefined;
+    // Runs after the db plugin's onReady, which judges the database: hooks run in the order they were added.
+    app.addHook('onReady', function storeOnceJudged(done) {
+      judged = judgementOf(app.db);
+      flusher = setInterval(() => void flush(), flushIntervalMs).unref();
+      done();
+    });
+    const pruneInBackground = () =>
+      void prune().catch((error) => app.log.error({ ...(databaseFailure(error) ?? { err: error }), persist: false }, 'pruning log entries failed'));
     // Off the start-up path, and not holding the process open.
     const firstPrune = setTimeout(pruneInBackground, firstPruneAfterMs).unref();
     const pruner = setInterval(pruneInBackground, pruneIntervalMs).unref();
