@@ -151,7 +151,11 @@ describe('Supabase Auth half configured', () => {
 describe('the `request completed` line', () => {
   it("names who asked: a signed-in user's id, the legacy admin token as `legacy-admin:<userId>`; nothing for anonymous or refused callers, and never an e-mail or token", async () => {
     const sql = testSql();
-    const { app, lines } = await buildTestAppWithLog({}, 'http');
+    const { app, lines } = await buildTestAppWithLog({}, 'http', async (extended) => {
+      extended.get('/test/fails-for-admins', { onRequest: extended.requireRole('admin') }, async () => {
+        throw new Error('a failure of the test route');
+      });
+    });
     try {
       const user = await signedInUser(sql);
       const [{ email }] = await sql<{ email: string }[]>`select email from auth.users where id = ${user.id}`;
@@ -172,6 +176,10 @@ describe('the `request completed` line', () => {
         asked.map(({ label, statusCode, userId }) => [`user-id-line-${label}`, statusCode, userId]),
       );
       for (const line of completed.filter((line) => line.userId === undefined)) expect(line).not.toHaveProperty('userId');
+      // The 5xx's own line, the one an on-call reads first, names the caller too.
+      expect((await app.inject({ url: '/test/fails-for-admins', headers: admin })).statusCode).toBe(500);
+      const failed = parsed(lines).filter((line) => line.msg === 'request failed' && line.route === '/test/fails-for-admins');
+      expect(failed.map((line) => line.userId)).toEqual([`legacy-admin:${adminId}`]);
       const token = user.authorization.slice('Bearer '.length);
       expect(lines.filter((line) => line.includes(email) || line.includes(token) || line.includes(admin.authorization.slice('Bearer '.length)))).toEqual([]);
     } finally {

@@ -17,7 +17,7 @@ import {
 } from '../lib/errors.ts';
 import { redactUrl } from '../lib/redact.ts';
 import { countAsRefusal } from './refusal-log.ts';
-import { answeredOnConnection } from './request-log.ts';
+import { answeredOnConnection, userIdOf } from './request-log.ts';
 
 // One error handler for the whole app, producing SPEC section 7 bodies:
 // {success:false, error, statusCode, details? (400), requestId (5xx)}.
@@ -125,7 +125,7 @@ export async function errorHandler(error: FastifyError | Error, request: Fastify
   // A shutdown's 503 comes with every deploy, a part left unconfigured's with every call, a busy
   // moment's with a burst of large submissions: refusals, not failures.
   const expected = error instanceof ShuttingDownError || error instanceof NotConfiguredError || error instanceof BusyError;
-  if (statusCode >= 500 && !expected) request.log.error({ err: error, ...whereAnswered(request, statusCode) }, 'request failed');
+  if (statusCode >= 500 && !expected) request.log.error({ err: error, ...whereAnswered(request, statusCode), userId: userIdOf(request.caller) }, 'request failed');
   else if (error instanceof RateLimitError) logRefusal(request, statusCode, message, whoAskedWhat(request));
   else logRefusal(request, statusCode, message, error instanceof AppError && error.reason ? { reason: error.reason } : undefined);
   // Stored as a count a minute, as the 4xx are (plugins/refusal-log.ts): a flood of ingestion's

@@ -49,7 +49,7 @@ const roundedMs = (ms: number) => Math.round(ms * 100) / 100;
  * an e-mail or a token. Undefined, and so left out of the line, for a request
  * nobody was authenticated on: an anonymous request pays one comparison.
  */
-const userIdOf = (caller: Caller | null) =>
+export const userIdOf = (caller: Caller | null) =>
   !caller ? undefined : caller.kind === 'legacy-admin' ? `legacy-admin:${caller.userId}` : caller.userId;
 
 /** The reply in flight on a connection, and whether the connection is watched, for the one listener all connections share. */

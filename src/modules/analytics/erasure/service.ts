@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Caller } from '../../../plugins/auth.ts';
 import { type Database, ELEVATED_ACTOR } from '../../../plugins/db.ts';
+import { userIdOf } from '../../../plugins/request-log.ts';
 import { websiteNotFound } from '../service.ts';
 import { eraseAnalyticsPerson } from './queries.ts';
 import type { ErasureBody, ErasureCounts } from './schemas.ts';
@@ -13,7 +14,7 @@ export function createErasureService({ db }: { db: Database }) {
       const counts = await db.writeAtOnceAsActor(ELEVATED_ACTOR, (tx) => eraseAnalyticsPerson(tx, websiteId, person));
       if (!counts) throw websiteNotFound();
       // Who and which website, and how much: never the person's ids, which the erasure exists to remove.
-      const erasedBy = caller.kind === 'legacy-admin' ? `legacy-admin:${caller.userId}` : caller.userId;
+      const erasedBy = userIdOf(caller);
       if (person.dryRun) log.info({ websiteId, countedBy: erasedBy, ...counts }, 'analytics of one person counted for erasure (dry run)');
       else log.info({ websiteId, erasedBy, ...counts }, 'analytics of one person erased');
       return counts;
