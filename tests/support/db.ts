@@ -44,10 +44,15 @@ export async function createAuthUser(
  * server gives it (the columns public.session_is_open reads).
  */
 export async function openSession(sql: postgres.Sql, userId: string): Promise<string> {
-  await sql`
-    create table if not exists auth.sessions (
-      id uuid primary key, user_id uuid not null references auth.users (id) on delete cascade,
-      created_at timestamptz, updated_at timestamptz, not_after timestamptz)`;
+  // Files run side by side on one database, and `if not exists` does not stop two of them
+  // creating the table at once (the second fails on pg_type's unique index): they take turns.
+  await sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtext('tests: create auth.sessions'))`;
+    await tx`
+      create table if not exists auth.sessions (
+        id uuid primary key, user_id uuid not null references auth.users (id) on delete cascade,
+        created_at timestamptz, updated_at timestamptz, not_after timestamptz)`;
+  });
   const sessionId = crypto.randomUUID();
   await sql`insert into auth.sessions (id, user_id, created_at, updated_at) values (${sessionId}, ${userId}, now(), now())`;
   return sessionId;
